@@ -1,0 +1,186 @@
+package memory
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-relay/relay"
+)
+
+// Retention bounds for messages published to a topic that has no group yet.
+const (
+	RetainMessages = 10_000
+	RetainBytes    = 64 << 20
+)
+
+// broker is one named in-process broker; every mem://NAME of a process
+// shares the broker NAME.
+type broker struct {
+	mu     sync.Mutex
+	topics map[string]*topic
+	seq    uint64
+}
+
+var brokers struct {
+	sync.Mutex
+	m map[string]*broker
+}
+
+func brokerNamed(name string) *broker {
+	brokers.Lock()
+	defer brokers.Unlock()
+	if brokers.m == nil {
+		brokers.m = map[string]*broker{}
+	}
+	b := brokers.m[name]
+	if b == nil {
+		b = &broker{topics: map[string]*topic{}}
+		brokers.m[name] = b
+	}
+	return b
+}
+
+type topic struct {
+	groups map[string]*group
+	// retained holds messages published while the topic had no group.
+	retained      []*entry
+	retainedBytes int
+	dropped       int
+}
+
+type entry struct {
+	seq        uint64
+	id, key    string
+	md         relay.Metadata
+	payload    []byte
+	deliveries int
+}
+
+func (e *entry) size() int { return len(e.payload) + len(e.id) + len(e.key) }
+
+// group is a queue of competing consumers.
+type group struct {
+	ready  []*entry      // ordered by seq
+	wake   chan struct{} // closed and replaced whenever ready grows
+	timers map[*entry]*time.Timer
+}
+
+func newGroup() *group { return &group{wake: make(chan struct{}), timers: map[*entry]*time.Timer{}} }
+
+func (b *broker) topicLocked(name string) *topic {
+	t := b.topics[name]
+	if t == nil {
+		t = &topic{groups: map[string]*group{}}
+		b.topics[name] = t
+	}
+	return t
+}
+
+// groupFor returns the group, creating it (and handing it the topic's
+// retained messages if it is the topic's first group).
+func (b *broker) groupFor(topicName, name string) *group {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topicLocked(topicName)
+	g := t.groups[name]
+	if g == nil {
+		g = newGroup()
+		if len(t.groups) == 0 && len(t.retained) > 0 {
+			g.ready = t.retained
+			t.retained, t.retainedBytes = nil, 0
+		}
+		t.groups[name] = g
+	}
+	return g
+}
+
+func (b *broker) publish(topicName string, msgs []*relay.Message) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topicLocked(topicName)
+	for _, m := range msgs {
+		b.seq++
+		var payload []byte
+		if len(m.Payload) > 0 {
+			payload = append([]byte(nil), m.Payload...)
+		}
+		proto := entry{seq: b.seq, id: m.ID, key: m.Key, md: m.Metadata.Clone(), payload: payload}
+		if len(t.groups) == 0 {
+			e := proto
+			t.retained = append(t.retained, &e)
+			t.retainedBytes += e.size()
+			for len(t.retained) > RetainMessages || t.retainedBytes > RetainBytes {
+				t.retainedBytes -= t.retained[0].size()
+				t.retained[0] = nil
+				t.retained = t.retained[1:]
+				t.dropped++
+			}
+			continue
+		}
+		for _, g := range t.groups {
+			e := proto
+			g.ready = append(g.ready, &e)
+		}
+	}
+	for _, g := range t.groups {
+		g.notify()
+	}
+}
+
+func (g *group) notify() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+// requeueLocked puts e back in publish order, so a redelivered message
+// keeps its place relative to messages of the same key.
+func (g *group) requeueLocked(e *entry) {
+	i, _ := slices.BinarySearchFunc(g.ready, e.seq, func(x *entry, s uint64) int {
+		switch {
+		case x.seq < s:
+			return -1
+		case x.seq > s:
+			return 1
+		}
+		return 0
+	})
+	g.ready = slices.Insert(g.ready, i, e)
+	g.notify()
+}
+
+func (b *broker) requeue(g *group, e *entry, delay time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if delay <= 0 {
+		g.requeueLocked(e)
+		return
+	}
+	g.timers[e] = time.AfterFunc(delay, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if _, ok := g.timers[e]; !ok {
+			return
+		}
+		delete(g.timers, e)
+		g.requeueLocked(e)
+	})
+}
+
+// take removes up to max ready entries, or returns the channel to wait on.
+func (b *broker) take(g *group, max int) ([]*entry, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(g.ready) == 0 {
+		return nil, g.wake
+	}
+	n := min(max, len(g.ready))
+	out := make([]*entry, n)
+	copy(out, g.ready[:n])
+	clear(g.ready[:n])
+	g.ready = g.ready[n:]
+	for _, e := range out {
+		e.deliveries++
+	}
+	return out, nil
+}

@@ -1,0 +1,21 @@
+// Package relay is one publish/subscribe interface for Go services over
+// RabbitMQ, Kafka, Amazon SQS/SNS, Redis Streams and an in-process backend.
+//
+// A service codes against [Publisher] and [Subscriber] and picks the broker
+// with a URL at start-up:
+//
+//	pub, err := relay.OpenPublisher(ctx, "mem://demo")
+//	sub, err := relay.OpenSubscriber(ctx, "mem://demo?group=billing")
+//
+// Backends register their URL schemes when their package is imported, like
+// database/sql drivers, so a program blank-imports the adapters it offers:
+//
+//	import _ "github.com/go-relay/relay/adapters/memory"
+//
+// Delivery is at-least-once: a message is removed from its group only after
+// [Message.Ack]. Every subscriber is opened for one group; subscribers of one
+// group compete for messages and every group receives its own copy.
+//
+// The root package imports no broker client. Adapter authors build on
+// [Deliver] and the conformance suite in adapters/adaptertest.
+package relay

@@ -1,0 +1,142 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Adapters wrap them with %w so callers test with errors.Is.
+var (
+	// ErrClosed is returned by operations on a Publisher or Subscriber after Close.
+	ErrClosed = errors.New("relay: closed")
+	// ErrUnknownScheme is returned by OpenPublisher/OpenSubscriber for a URL
+	// scheme no imported adapter registered.
+	ErrUnknownScheme = errors.New("relay: unknown URL scheme")
+	// ErrBadURL is matched by every *URLError.
+	ErrBadURL = errors.New("relay: bad URL")
+	// ErrAlreadySettled is returned when a message is settled in the opposite
+	// way to an earlier settlement (Ack after Nack or Nack after Ack).
+	ErrAlreadySettled = errors.New("relay: message already settled the other way")
+	// ErrSubscriptionEnded is returned when a message is settled after its
+	// subscription ended (ctx done or Close). The broker redelivers it.
+	ErrSubscriptionEnded = errors.New("relay: subscription ended")
+	// ErrLimit is matched by every *LimitError.
+	ErrLimit = errors.New("relay: broker limit exceeded")
+	// ErrMessageTooLarge is matched by a *LimitError about payload or total size.
+	ErrMessageTooLarge = errors.New("relay: message too large")
+	// ErrNotSupported is returned for an operation the backend cannot perform.
+	ErrNotSupported = errors.New("relay: not supported by this backend")
+	// ErrInvalidTopic is returned for an empty or malformed topic name.
+	ErrInvalidTopic = errors.New("relay: invalid topic name")
+)
+
+// URLError reports a URL that cannot be opened. URL is redacted (no password).
+type URLError struct {
+	URL    string // the redacted URL
+	Param  string // the offending query parameter, if any
+	Reason string
+}
+
+func (e *URLError) Error() string {
+	if e.Param != "" {
+		return fmt.Sprintf("relay: bad URL %q: parameter %q: %s", e.URL, e.Param, e.Reason)
+	}
+	return fmt.Sprintf("relay: bad URL %q: %s", e.URL, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrBadURL) true.
+func (e *URLError) Is(target error) bool { return target == ErrBadURL }
+
+// LimitError reports a message that a broker limit rejects at publish time.
+// Nothing is sent for a Publish call that returns it.
+type LimitError struct {
+	MessageID string // the offending message
+	What      string // "payload", "message size", "metadata keys", "metadata key", "topic", ...
+	Limit     int    // the limit, when numeric
+	Actual    int    // the value that exceeded it, when numeric
+	Detail    string // extra explanation, when the limit is not numeric
+}
+
+func (e *LimitError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("relay: message %s: %s: %s", e.MessageID, e.What, e.Detail)
+	}
+	return fmt.Sprintf("relay: message %s: %s is %d, limit %d", e.MessageID, e.What, e.Actual, e.Limit)
+}
+
+// Is matches ErrLimit always and ErrMessageTooLarge for size limits.
+func (e *LimitError) Is(target error) bool {
+	switch target {
+	case ErrLimit:
+		return true
+	case ErrMessageTooLarge:
+		return e.What == "payload" || e.What == "message size"
+	}
+	return false
+}
+
+// MessageFailure names one message a Publish call could not deliver.
+type MessageFailure struct {
+	ID  string
+	Err error
+}
+
+// PublishError is returned by Publish when some messages of a batch were
+// accepted and others were not. Failed lists those not confirmed by the
+// broker; every message not listed was accepted.
+type PublishError struct {
+	Failed []MessageFailure
+}
+
+func (e *PublishError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "relay: %d message(s) not published", len(e.Failed))
+	for i, f := range e.Failed {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-3)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %v", f.ID, f.Err)
+	}
+	return b.String()
+}
+
+// Unwrap exposes the individual failures to errors.Is and errors.As.
+func (e *PublishError) Unwrap() []error {
+	errs := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		errs[i] = f.Err
+	}
+	return errs
+}
+
+// FailedIDs returns the IDs of the messages that were not published.
+func (e *PublishError) FailedIDs() []string {
+	ids := make([]string, len(e.Failed))
+	for i, f := range e.Failed {
+		ids[i] = f.ID
+	}
+	return ids
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying: retry middleware gives up at
+// once and poison-queue middleware routes the message immediately.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or any error it wraps, was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}

@@ -1,0 +1,58 @@
+// Package backoff computes exponential delays with full jitter for reconnect
+// and retry loops inside adapters.
+package backoff
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Backoff yields growing delays: Initial, ×2 each step, capped at Max, each
+// drawn uniformly from [d/2, d] so that many clients do not retry in step.
+// The zero value uses Initial 100ms and Max 5s. Not safe for concurrent use.
+type Backoff struct {
+	Initial time.Duration
+	Max     time.Duration
+	n       int
+}
+
+// Next returns the next delay and advances.
+func (b *Backoff) Next() time.Duration {
+	initial, max := b.Initial, b.Max
+	if initial <= 0 {
+		initial = 100 * time.Millisecond
+	}
+	if max <= 0 {
+		max = 5 * time.Second
+	}
+	d := initial
+	for i := 0; i < b.n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	b.n++
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+// Reset starts the sequence again (after a success).
+func (b *Backoff) Reset() { b.n = 0 }
+
+// Attempts is how many delays were handed out since the last Reset.
+func (b *Backoff) Attempts() int { return b.n }
+
+// Sleep waits for Next() or until ctx is done; it reports whether the full
+// delay passed.
+func (b *Backoff) Sleep(ctx context.Context) bool {
+	t := time.NewTimer(b.Next())
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

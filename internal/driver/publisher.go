@@ -1,0 +1,205 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-relay/relay"
+)
+
+// PublishDriver is the broker-specific half of a Publisher.
+type PublishDriver interface {
+	// SendBatch sends msgs to topic and returns once the broker accepted
+	// every one of them (nil), or an error. Partial failure is reported as a
+	// *relay.PublishError naming the failed messages. The batch is at most
+	// Capabilities().MaxBatch long (when non-zero) and passed the limit
+	// checks. SendBatch is called concurrently.
+	SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error
+	Capabilities() relay.Capabilities
+	// Close releases the connection. Called once, after every SendBatch returned.
+	Close() error
+}
+
+// MessageValidator is optionally implemented by a PublishDriver that has
+// limits beyond the generic size check (name charset, encoded size, ...).
+// It is called for every message before anything of a Publish call is sent.
+type MessageValidator interface {
+	ValidateMessage(topic string, m *relay.Message) error
+}
+
+// TopicValidator is optionally implemented by drivers with topic naming rules.
+type TopicValidator interface {
+	ValidateTopic(topic string) error
+}
+
+// Publisher is a relay.Publisher over a PublishDriver.
+type Publisher struct {
+	d     PublishDriver
+	caps  relay.Capabilities
+	grace time.Duration
+
+	mu       sync.Mutex
+	closed   bool
+	inflight sync.WaitGroup
+	kill     context.Context // cancelled when Close gives up waiting
+	cancel   context.CancelFunc
+	closeErr error
+	done     chan struct{}
+}
+
+// NewPublisher wraps d. Close waits up to closeGrace (default 10s) for
+// Publish calls in progress before cancelling them.
+func NewPublisher(d PublishDriver, closeGrace time.Duration) *Publisher {
+	if closeGrace <= 0 {
+		closeGrace = 10 * time.Second
+	}
+	kill, cancel := context.WithCancel(context.Background())
+	return &Publisher{d: d, caps: d.Capabilities(), grace: closeGrace, kill: kill, cancel: cancel, done: make(chan struct{})}
+}
+
+// Driver returns the wrapped driver (for adapter-specific extensions).
+func (p *Publisher) Driver() PublishDriver { return p.d }
+
+// Capabilities reports the driver's capabilities.
+func (p *Publisher) Capabilities() relay.Capabilities { return p.caps }
+
+// Publish implements relay.Publisher.
+func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return relay.ErrClosed
+	}
+	p.inflight.Add(1)
+	p.mu.Unlock()
+	defer p.inflight.Done()
+
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := p.validate(topic, msgs); err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(p.kill, cancel)
+	defer stop()
+
+	size := p.caps.MaxBatch
+	if size <= 0 {
+		size = len(msgs)
+	}
+	var failed []relay.MessageFailure
+	for start := 0; start < len(msgs); start += size {
+		end := min(start+size, len(msgs))
+		err := p.d.SendBatch(ctx, topic, msgs[start:end])
+		if err == nil {
+			continue
+		}
+		var pe *relay.PublishError
+		if errors.As(err, &pe) {
+			failed = append(failed, pe.Failed...)
+			continue
+		}
+		if len(failed) == 0 && start == 0 && end == len(msgs) {
+			return err // one batch, failed as a whole: keep the plain error
+		}
+		for _, m := range msgs[start:] {
+			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
+		}
+		break
+	}
+	if len(failed) > 0 {
+		return &relay.PublishError{Failed: failed}
+	}
+	return nil
+}
+
+func (p *Publisher) validate(topic string, msgs []*relay.Message) error {
+	if topic == "" {
+		return fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
+	}
+	if tv, ok := p.d.(TopicValidator); ok {
+		if err := tv.ValidateTopic(topic); err != nil {
+			return err
+		}
+	}
+	mv, _ := p.d.(MessageValidator)
+	for i, m := range msgs {
+		if m == nil {
+			return fmt.Errorf("relay: message %d of the batch is nil", i)
+		}
+		if m.ID == "" {
+			m.ID = relay.NewID()
+		}
+		if err := CheckSize(m, p.caps); err != nil {
+			return err
+		}
+		if mv != nil {
+			if err := mv.ValidateMessage(topic, m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// CheckSize applies the generic limits of caps to m: MaxMessageBytes over
+// payload, ID, Key and metadata, and MaxMetadataKeys.
+func CheckSize(m *relay.Message, caps relay.Capabilities) error {
+	if caps.MaxMetadataKeys > 0 && len(m.Metadata) > caps.MaxMetadataKeys {
+		return &relay.LimitError{MessageID: m.ID, What: "metadata keys", Limit: caps.MaxMetadataKeys, Actual: len(m.Metadata)}
+	}
+	if caps.MaxMessageBytes > 0 {
+		if n := EncodedSize(m); n > caps.MaxMessageBytes {
+			what := "message size"
+			if len(m.Payload) > caps.MaxMessageBytes {
+				what = "payload"
+			}
+			return &relay.LimitError{MessageID: m.ID, What: what, Limit: caps.MaxMessageBytes, Actual: n}
+		}
+	}
+	return nil
+}
+
+// EncodedSize is the byte count of payload, ID, Key and metadata keys and values.
+func EncodedSize(m *relay.Message) int {
+	n := len(m.Payload) + len(m.ID) + len(m.Key)
+	for k, v := range m.Metadata {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// Close implements relay.Publisher: it refuses new Publish calls, waits up
+// to the grace period for those in progress, cancels the rest, then closes
+// the driver. Idempotent; later calls return the first result.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.done
+		return p.closeErr
+	}
+	p.closed = true
+	p.mu.Unlock()
+
+	waited := make(chan struct{})
+	go func() { p.inflight.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(p.grace):
+		p.cancel()
+		<-waited
+	}
+	p.cancel()
+	p.closeErr = p.d.Close()
+	close(p.done)
+	return p.closeErr
+}

@@ -1,0 +1,471 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-relay/relay"
+)
+
+// Received is one message a Receiver took from the broker.
+type Received struct {
+	// Msg has ID, Key, Metadata and Payload set; it must not be delivered yet.
+	Msg *relay.Message
+	// Attempt is the broker's delivery count (1 = first); 0 is taken as 1.
+	Attempt int
+	// Handle is the adapter's token for settling this message.
+	Handle any
+}
+
+// Settle is one settlement passed to Receiver.Settle.
+type Settle struct {
+	Handle any
+	Ack    bool
+	// Delay before redelivery of a Nack. Non-zero only when the driver
+	// declares Capabilities().NativeDelay; otherwise the shared layer holds
+	// the message for the delay and then passes a Nack with Delay 0.
+	Delay time.Duration
+}
+
+// Receiver is the broker side of one subscription (one topic, one group).
+type Receiver interface {
+	// Receive blocks until it has between 1 and max messages or ctx is
+	// done. Errors other than ctx's are retried by the caller with backoff
+	// (the receiver reconnects as needed); an error wrapping relay.ErrClosed
+	// ends the subscription. A delivery that cannot be decoded is returned
+	// as a message (raw bytes as payload, the problem in metadata), never
+	// as an error.
+	Receive(ctx context.Context, max int) ([]Received, error)
+	// Settle applies acks and nacks, in settlement order, with as few
+	// broker calls as it can. It is called from one goroutine.
+	Settle(ctx context.Context, batch []Settle) error
+	// Release hands unsettled messages back to the group at once; called
+	// when the subscription ends, after the last Settle.
+	Release(ctx context.Context, handles []any) error
+	// Close ends the broker-side subscription; called last.
+	Close() error
+}
+
+// Extender is optionally implemented by a Receiver whose broker leases
+// messages for a limited time (SQS visibility, Redis idle time). Extend is
+// called every Options.ExtendEvery with the handles of every message held
+// by the subscription, so that slow work is not redelivered meanwhile.
+type Extender interface {
+	Extend(ctx context.Context, handles []any) error
+}
+
+// SubscribeDriver is the broker-specific half of a Subscriber.
+type SubscribeDriver interface {
+	// Subscribe starts a subscription of topic for the driver's group.
+	// ctx is the subscription's lifetime.
+	Subscribe(ctx context.Context, topic string) (Receiver, error)
+	Capabilities() relay.Capabilities
+	// Close releases the connection; called once, after every Receiver closed.
+	Close() error
+}
+
+// ProvisionDriver is optionally implemented by a SubscribeDriver; see
+// relay.Provisioner.
+type ProvisionDriver interface {
+	Provision(ctx context.Context, topic string) error
+}
+
+// Options tune the shared subscription machinery. Zero values take defaults.
+type Options struct {
+	// InFlight is how many unsettled messages a subscription may hold.
+	// Default 64.
+	InFlight int
+	// ExtendEvery is the lease-extension period for Extender receivers.
+	// Default 0: no extension.
+	ExtendEvery time.Duration
+	// BrokerTimeout bounds each Settle, Release and Extend call. Default 10s.
+	BrokerTimeout time.Duration
+	// Logger receives transient errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.InFlight <= 0 {
+		o.InFlight = 64
+	}
+	if o.BrokerTimeout <= 0 {
+		o.BrokerTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Subscriber is a relay.Subscriber over a SubscribeDriver.
+type Subscriber struct {
+	d    SubscribeDriver
+	opts Options
+	caps relay.Capabilities
+
+	closing context.Context
+	cancel  context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	subs   sync.WaitGroup
+	once   sync.Once
+	err    error
+}
+
+// NewSubscriber wraps d.
+func NewSubscriber(d SubscribeDriver, opts Options) *Subscriber {
+	opts.defaults()
+	closing, cancel := context.WithCancel(context.Background())
+	return &Subscriber{d: d, opts: opts, caps: d.Capabilities(), closing: closing, cancel: cancel}
+}
+
+// Driver returns the wrapped driver.
+func (s *Subscriber) Driver() SubscribeDriver { return s.d }
+
+// Capabilities reports the driver's capabilities.
+func (s *Subscriber) Capabilities() relay.Capabilities { return s.caps }
+
+// Provision implements relay.Provisioner; ErrNotSupported if the driver
+// cannot provision.
+func (s *Subscriber) Provision(ctx context.Context, topic string) error {
+	if s.isClosed() {
+		return relay.ErrClosed
+	}
+	if topic == "" {
+		return fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
+	}
+	p, ok := s.d.(ProvisionDriver)
+	if !ok {
+		return relay.ErrNotSupported
+	}
+	return p.Provision(ctx, topic)
+}
+
+func (s *Subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Subscribe implements relay.Subscriber.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay.Message, error) {
+	if topic == "" {
+		return nil, fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, relay.ErrClosed
+	}
+	s.subs.Add(1)
+	s.mu.Unlock()
+
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.closing, cancel)
+	r, err := s.d.Subscribe(sctx, topic)
+	if err != nil {
+		stop()
+		cancel()
+		s.subs.Done()
+		return nil, err
+	}
+	sub := &subscription{
+		parent:    s,
+		topic:     topic,
+		r:         r,
+		ctx:       sctx,
+		cancel:    cancel,
+		stopAfter: stop,
+		out:       make(chan *relay.Message),
+		free:      s.opts.InFlight,
+		unsettled: make(map[uint64]any),
+		delayed:   make(map[uint64]*delayedNack),
+		slotFreed: make(chan struct{}, 1),
+		flushReq:  make(chan struct{}, 1),
+		native:    s.caps.NativeDelay,
+		maxDelay:  s.caps.MaxDelay,
+		log:       s.opts.Logger.With("topic", topic, "backend", s.caps.Backend),
+	}
+	go sub.run()
+	return sub.out, nil
+}
+
+// Close implements relay.Subscriber: every subscription ends, its channel
+// closes, pending settlements are flushed and unsettled messages released;
+// then the driver closes. Idempotent.
+func (s *Subscriber) Close() error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.cancel()
+		s.subs.Wait()
+		s.err = s.d.Close()
+	})
+	return s.err
+}
+
+type delayedNack struct {
+	handle any
+	timer  *time.Timer
+}
+
+type subscription struct {
+	parent    *Subscriber
+	topic     string
+	r         Receiver
+	ctx       context.Context
+	cancel    context.CancelFunc
+	stopAfter func() bool
+	out       chan *relay.Message
+	native    bool
+	maxDelay  time.Duration
+	log       *slog.Logger
+
+	mu        sync.Mutex
+	ended     bool
+	nextID    uint64
+	free      int
+	unsettled map[uint64]any
+	delayed   map[uint64]*delayedNack
+	pending   []Settle
+	slotFreed chan struct{}
+	flushReq  chan struct{}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) run() {
+	defer s.parent.subs.Done()
+	defer s.stopAfter()
+
+	flushDone := make(chan struct{})
+	finish := make(chan struct{})
+	go s.flushLoop(finish, flushDone)
+	extendDone := make(chan struct{})
+	if ext, ok := s.r.(Extender); ok && s.parent.opts.ExtendEvery > 0 {
+		go s.extendLoop(ext, finish, extendDone)
+	} else {
+		close(extendDone)
+	}
+
+	s.receiveLoop()
+	close(s.out)
+	s.cancel()
+
+	s.mu.Lock()
+	s.ended = true
+	var release []any
+	for _, h := range s.unsettled {
+		release = append(release, h)
+	}
+	for _, d := range s.delayed {
+		d.timer.Stop()
+		release = append(release, d.handle)
+	}
+	s.unsettled, s.delayed = nil, nil
+	s.mu.Unlock()
+
+	close(finish)
+	<-flushDone
+	<-extendDone
+	if len(release) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), s.parent.opts.BrokerTimeout)
+		if err := s.r.Release(ctx, release); err != nil {
+			s.log.Warn("relay: releasing unsettled messages failed; the broker redelivers them after its timeout", "count", len(release), "err", err)
+		}
+		cancel()
+	}
+	if err := s.r.Close(); err != nil {
+		s.log.Warn("relay: closing subscription", "err", err)
+	}
+}
+
+func (s *subscription) receiveLoop() {
+	var bo backoffState
+	for {
+		s.mu.Lock()
+		n := s.free
+		s.mu.Unlock()
+		if n <= 0 {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.slotFreed:
+				continue
+			}
+		}
+		batch, err := s.r.Receive(s.ctx, n)
+		if s.ctx.Err() != nil && len(batch) == 0 {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, relay.ErrClosed) {
+				s.log.Error("relay: subscription ended by the backend", "err", err)
+				return
+			}
+			s.log.Warn("relay: receive failed; retrying", "err", err, "attempt", bo.n+1)
+			if !bo.sleep(s.ctx) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+		msgs := make([]*relay.Message, len(batch))
+		s.mu.Lock()
+		for i, rc := range batch {
+			id := s.nextID
+			s.nextID++
+			s.unsettled[id] = rc.Handle
+			s.free--
+			attempt := rc.Attempt
+			if attempt <= 0 {
+				attempt = 1
+			}
+			msgs[i] = relay.Deliver(rc.Msg, relay.DeliveryParams{
+				Topic:   s.topic,
+				Attempt: attempt,
+				Ctx:     s.ctx,
+				Settle:  func(st relay.Settlement) error { return s.settle(id, st) },
+			})
+		}
+		s.mu.Unlock()
+		for _, m := range msgs {
+			if s.ctx.Err() != nil {
+				return
+			}
+			select {
+			case s.out <- m:
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// settle runs on the caller's goroutine of Ack/Nack; it never blocks on the broker.
+func (s *subscription) settle(id uint64, st relay.Settlement) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return relay.ErrSubscriptionEnded
+	}
+	h, ok := s.unsettled[id]
+	if !ok {
+		return relay.ErrSubscriptionEnded
+	}
+	delete(s.unsettled, id)
+	s.free++
+	signal(s.slotFreed)
+
+	delay := st.Delay
+	if !st.Ack && delay > 0 && (!s.native || (s.maxDelay > 0 && delay > s.maxDelay)) {
+		// Emulate the delay: keep the message leased, nack it later.
+		dn := &delayedNack{handle: h}
+		s.delayed[id] = dn
+		dn.timer = time.AfterFunc(delay, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.ended || s.delayed[id] != dn {
+				return
+			}
+			delete(s.delayed, id)
+			s.pending = append(s.pending, Settle{Handle: dn.handle})
+			signal(s.flushReq)
+		})
+		return nil
+	}
+	if st.Ack {
+		delay = 0
+	}
+	s.pending = append(s.pending, Settle{Handle: h, Ack: st.Ack, Delay: delay})
+	signal(s.flushReq)
+	return nil
+}
+
+// flushLoop sends settlements to the broker. While a Settle call is in
+// progress new settlements accumulate, so batches grow with load.
+func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	for {
+		final := false
+		select {
+		case <-s.flushReq:
+		case <-finish:
+			final = true
+		}
+		for {
+			s.mu.Lock()
+			batch := s.pending
+			s.pending = nil
+			s.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			s.sendSettlements(batch)
+		}
+		if final {
+			return
+		}
+	}
+}
+
+func (s *subscription) sendSettlements(batch []Settle) {
+	var bo backoffState
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), s.parent.opts.BrokerTimeout)
+		err := s.r.Settle(ctx, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		if try == 3 || errors.Is(err, relay.ErrClosed) {
+			s.log.Warn("relay: settling messages failed; the broker will redeliver them", "count", len(batch), "err", err)
+			return
+		}
+		s.log.Debug("relay: settle failed; retrying", "err", err)
+		bo.sleep(context.Background())
+	}
+}
+
+func (s *subscription) extendLoop(ext Extender, finish <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.parent.opts.ExtendEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-finish:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		handles := make([]any, 0, len(s.unsettled)+len(s.delayed))
+		for _, h := range s.unsettled {
+			handles = append(handles, h)
+		}
+		for _, d := range s.delayed {
+			handles = append(handles, d.handle)
+		}
+		s.mu.Unlock()
+		if len(handles) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.parent.opts.BrokerTimeout)
+		if err := ext.Extend(ctx, handles); err != nil {
+			s.log.Warn("relay: extending message leases failed", "count", len(handles), "err", err)
+		}
+		cancel()
+	}
+}

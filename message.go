@@ -1,0 +1,202 @@
+package relay
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Metadata holds string headers. Keys and values round-trip exactly through
+// every backend; an adapter packs what its broker cannot carry natively.
+type Metadata map[string]string
+
+// Get returns the value of key, or "" when it is absent or m is nil.
+func (m Metadata) Get(key string) string { return m[key] }
+
+// Clone returns an independent copy (nil for an empty map).
+func (m Metadata) Clone() Metadata {
+	if len(m) == 0 {
+		return nil
+	}
+	c := make(Metadata, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// Message is the unit of publishing and delivery.
+//
+// The exported fields are what crosses the wire. A message obtained from a
+// Subscriber also carries delivery state (topic, attempt, context and its
+// settlement), reached through the methods.
+type Message struct {
+	// ID is unique per message; NewMessage sets a time-ordered UUIDv7.
+	// It is preserved end to end, including across bridges.
+	ID string
+	// Key is the ordering and partitioning key ("" = none): the Kafka record
+	// key, the SQS FIFO message group, the AMQP routing key.
+	Key string
+	// Metadata are string headers.
+	Metadata Metadata
+	// Payload is opaque and round-trips byte-exact. Nil and empty are equal.
+	Payload []byte
+
+	d *delivery
+}
+
+// NewMessage returns a message with a fresh UUIDv7 ID and the given payload.
+func NewMessage(payload []byte) *Message {
+	return &Message{ID: NewID(), Payload: payload}
+}
+
+// Copy returns a new, undelivered message with the same ID, Key, a copy of
+// Metadata and a copy of Payload. Use it to publish a received message again.
+func (m *Message) Copy() *Message {
+	var p []byte
+	if len(m.Payload) > 0 {
+		p = append([]byte(nil), m.Payload...)
+	}
+	return &Message{ID: m.ID, Key: m.Key, Metadata: m.Metadata.Clone(), Payload: p}
+}
+
+// Topic is the topic the message was received from ("" if not delivered).
+func (m *Message) Topic() string {
+	if m.d == nil {
+		return ""
+	}
+	return m.d.topic
+}
+
+// Attempt is 1 on the first delivery and grows with each redelivery, taken
+// from the broker's delivery count where it has one. It is 0 on a message
+// that was not delivered by a Subscriber.
+func (m *Message) Attempt() int {
+	if m.d == nil {
+		return 0
+	}
+	return m.d.attempt
+}
+
+// Context is derived from the Subscribe ctx and is done once the message is
+// settled or its subscription ends. It is context.Background() for a message
+// that was not delivered.
+func (m *Message) Context() context.Context {
+	if m.d == nil {
+		return context.Background()
+	}
+	return m.d.ctx
+}
+
+// Ack settles the message as processed: it is never redelivered to this
+// group. Ack does not wait for the broker; it is idempotent, safe from any
+// goroutine and never panics. It returns ErrAlreadySettled after Nack and
+// ErrSubscriptionEnded after the subscription ended. On a message that was
+// not delivered it does nothing and returns nil.
+func (m *Message) Ack() error { return m.settle(Settlement{Ack: true}) }
+
+// Nack settles the message for redelivery to its group (this or another
+// consumer) as soon as possible. Same guarantees as Ack.
+func (m *Message) Nack() error { return m.settle(Settlement{}) }
+
+// NackAfter settles the message for redelivery after at least delay. Where
+// the broker has a native delay it is used; otherwise the adapter keeps the
+// message leased until the delay has passed. Same guarantees as Ack.
+func (m *Message) NackAfter(delay time.Duration) error {
+	if delay < 0 {
+		delay = 0
+	}
+	return m.settle(Settlement{Delay: delay})
+}
+
+// Settled reports whether the message was acked or nacked.
+func (m *Message) Settled() bool {
+	if m.d == nil {
+		return false
+	}
+	m.d.mu.Lock()
+	defer m.d.mu.Unlock()
+	return m.d.state != stateOpen
+}
+
+func (m *Message) settle(s Settlement) error {
+	if m.d == nil {
+		return nil
+	}
+	return m.d.settle(s)
+}
+
+// Settlement is how a delivered message was settled.
+type Settlement struct {
+	Ack   bool          // true: processed; false: redeliver
+	Delay time.Duration // redelivery delay for a Nack
+}
+
+// DeliveryParams carries what an adapter knows about a received message.
+// See Deliver.
+type DeliveryParams struct {
+	Topic   string
+	Attempt int
+	// Ctx is the parent of the message's context, normally the subscription's.
+	Ctx context.Context
+	// Settle is called at most once per successful settlement, on the
+	// goroutine that calls Ack/Nack. It must not block on the broker: it
+	// records the settlement and returns. An error (such as
+	// ErrSubscriptionEnded) is returned to the caller and the message stays
+	// unsettled.
+	Settle func(Settlement) error
+}
+
+// Deliver attaches delivery state to m and returns it. It is for adapter
+// implementations; applications never call it. The message's context is a
+// child of p.Ctx cancelled after the first successful settlement.
+func Deliver(m *Message, p DeliveryParams) *Message {
+	parent := p.Ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	m.d = &delivery{topic: p.Topic, attempt: p.Attempt, ctx: ctx, cancel: cancel, fn: p.Settle}
+	return m
+}
+
+const (
+	stateOpen = iota
+	stateAcked
+	stateNacked
+)
+
+type delivery struct {
+	topic   string
+	attempt int
+	ctx     context.Context
+	cancel  context.CancelFunc
+	fn      func(Settlement) error
+
+	mu    sync.Mutex
+	state int
+}
+
+func (d *delivery) settle(s Settlement) error {
+	want := stateNacked
+	if s.Ack {
+		want = stateAcked
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch d.state {
+	case want:
+		return nil
+	case stateOpen:
+	default:
+		return ErrAlreadySettled
+	}
+	if d.fn != nil {
+		if err := d.fn(s); err != nil {
+			return err
+		}
+	}
+	d.state = want
+	d.cancel()
+	return nil
+}

@@ -1,0 +1,96 @@
+package relay
+
+import (
+	"context"
+	"time"
+)
+
+// Publisher sends messages to topics. Implementations are safe for
+// concurrent use.
+type Publisher interface {
+	// Publish returns nil only when every message is accepted by the broker
+	// (confirmed, acknowledged or replicated as configured). It honours ctx.
+	// Batches use the broker's batch API. Limits are checked before anything
+	// is sent (*LimitError). When some messages of a batch fail, the error is
+	// a *PublishError that names them. After Close it returns ErrClosed.
+	Publish(ctx context.Context, topic string, msgs ...*Message) error
+	// Close waits for Publish calls in progress, then releases the
+	// connection. It is idempotent and bounded in time.
+	Close() error
+}
+
+// Subscriber receives the messages of topics for the one group it was
+// opened for. Implementations are safe for concurrent use.
+type Subscriber interface {
+	// Subscribe delivers the messages of topic for this subscriber's group
+	// until ctx is done or Close. The channel is closed when the
+	// subscription ends; unsettled messages are then released to the group
+	// at once. Each (topic, group) subscription is independent.
+	Subscribe(ctx context.Context, topic string) (<-chan *Message, error)
+	// Close ends every subscription, closes their channels before it
+	// returns and releases unsettled messages. It is idempotent and bounded
+	// in time.
+	Close() error
+}
+
+// Provisioner is implemented by subscribers of durable backends. Provision
+// creates topic and this subscriber's group (queue, binding, consumer group)
+// so that messages published afterwards are kept for the group even before
+// its first Subscribe. It is idempotent.
+type Provisioner interface {
+	Provision(ctx context.Context, topic string) error
+}
+
+// Ordering says which messages a backend delivers in publish order.
+type Ordering string
+
+const (
+	// OrderNone: no order is promised.
+	OrderNone Ordering = "none"
+	// OrderPerKey: messages with the same Key are delivered in publish order
+	// to a subscription (Kafka partition, SQS FIFO group).
+	OrderPerKey Ordering = "key"
+	// OrderPerTopic: all messages of a topic are delivered in publish order
+	// (one Redis stream, one AMQP queue), while no redelivery intervenes.
+	OrderPerTopic Ordering = "topic"
+)
+
+// Capabilities is what a backend declares it can do, so that the router, the
+// bridge and the conformance suite can emulate what is missing or refuse
+// loudly. Zero values mean "no" or "no limit" as documented per field.
+type Capabilities struct {
+	Backend string // "memory", "redis", "amqp", "kafka", "sqs", "sns"
+	// Durable: messages survive the publishing and consuming processes.
+	Durable bool
+	// CrossProcess: other processes can publish to and consume from it.
+	CrossProcess bool
+	Ordering     Ordering
+	// NativeDelay: NackAfter uses the broker's own delay; MaxDelay bounds it
+	// (0 = unbounded). Without it the adapter holds the message leased.
+	NativeDelay bool
+	MaxDelay    time.Duration
+	// NativeDeadLetter: the broker can move a message after N deliveries.
+	NativeDeadLetter bool
+	// AttemptFromBroker: Attempt comes from a broker delivery counter and
+	// survives consumer restarts; otherwise it is counted in process.
+	AttemptFromBroker bool
+	// Replay: a group can be started from an old position (Kafka offsets).
+	Replay bool
+	// MaxMessageBytes bounds payload plus encoded metadata (0 = none).
+	MaxMessageBytes int
+	// MaxMetadataKeys bounds len(Metadata) (0 = none; adapters pack
+	// overflow where they can, so most declare 0).
+	MaxMetadataKeys int
+	// MaxBatch is how many messages one broker call carries.
+	MaxBatch int
+	// RetainedBeforeGroup describes what happens to messages published
+	// before a group exists (documented in prose, e.g. "dropped",
+	// "kept from the oldest retained offset").
+	RetainedBeforeGroup string
+}
+
+// CapabilityReporter is implemented by publishers and subscribers that
+// declare their capabilities (every adapter of this module does).
+type CapabilityReporter interface {
+	Capabilities() Capabilities
+}

@@ -1,0 +1,126 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Opener opens publishers and subscribers for the URL schemes it registered.
+// The ctx bounds connecting only; the connection lives until Close. An
+// unknown query parameter must be reported as a *URLError naming it.
+type Opener interface {
+	OpenPublisher(ctx context.Context, u *url.URL) (Publisher, error)
+	OpenSubscriber(ctx context.Context, u *url.URL) (Subscriber, error)
+}
+
+var registry struct {
+	sync.RWMutex
+	openers map[string]Opener
+}
+
+// Register makes an adapter available under scheme. It panics if the scheme
+// is registered twice or o is nil, like database/sql.Register. Adapters call
+// it from init.
+func Register(scheme string, o Opener) {
+	scheme = strings.ToLower(scheme)
+	registry.Lock()
+	defer registry.Unlock()
+	if o == nil {
+		panic("relay: Register opener is nil for " + scheme)
+	}
+	if registry.openers == nil {
+		registry.openers = make(map[string]Opener)
+	}
+	if _, dup := registry.openers[scheme]; dup {
+		panic("relay: Register called twice for scheme " + scheme)
+	}
+	registry.openers[scheme] = o
+}
+
+// Schemes lists the registered URL schemes, sorted.
+func Schemes() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	s := make([]string, 0, len(registry.openers))
+	for k := range registry.openers {
+		s = append(s, k)
+	}
+	sort.Strings(s)
+	return s
+}
+
+func opener(raw string) (Opener, *url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, &URLError{URL: Redact(raw), Reason: "cannot parse"}
+	}
+	if u.Scheme == "" {
+		return nil, nil, &URLError{URL: Redact(raw), Reason: "no scheme (want e.g. mem://, amqp://, kafka://, redis://, sqs://, sns://)"}
+	}
+	registry.RLock()
+	o := registry.openers[strings.ToLower(u.Scheme)]
+	registry.RUnlock()
+	if o == nil {
+		return nil, nil, fmt.Errorf("%w %q (registered: %s; did you import the adapter package?)",
+			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	return o, u, nil
+}
+
+// OpenPublisher opens a Publisher for url with the adapter registered for
+// its scheme. ctx bounds connecting only.
+func OpenPublisher(ctx context.Context, url string) (Publisher, error) {
+	o, u, err := opener(url)
+	if err != nil {
+		return nil, err
+	}
+	return o.OpenPublisher(ctx, u)
+}
+
+// OpenSubscriber opens a Subscriber for url with the adapter registered for
+// its scheme. The group is given as ?group=NAME. ctx bounds connecting only.
+func OpenSubscriber(ctx context.Context, url string) (Subscriber, error) {
+	o, u, err := opener(url)
+	if err != nil {
+		return nil, err
+	}
+	return o.OpenSubscriber(ctx, u)
+}
+
+// secretParams are query parameters whose values Redact hides.
+var secretParams = []string{"password", "secret", "token", "sasl_password", "secret_key", "access_key_secret", "session_token"}
+
+// Redact returns raw with the password of its user info and the values of
+// secret query parameters replaced by "xxxxx". Unparseable input is
+// replaced entirely, since it may hold a secret.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable URL>"
+	}
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		changed := false
+		for k := range q {
+			for _, s := range secretParams {
+				if strings.EqualFold(k, s) {
+					q[k] = []string{"xxxxx"}
+					changed = true
+				}
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.String()
+}
