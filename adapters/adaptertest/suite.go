@@ -1,0 +1,649 @@
+package adaptertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+)
+
+type check struct {
+	name string
+	what string
+	run  func(t *testing.T, e *env)
+}
+
+var checks = []check{
+	{"RoundTrip", "ID, Key, Metadata and Payload (binary, empty, large, unicode, many keys) arrive byte-exact", roundTrip},
+	{"CompetingConsumers", "two members of one group share the messages without loss", competingConsumers},
+	{"FanOut", "every group receives its own copy", fanOut},
+	{"NackRedelivery", "Nack redelivers with Attempt 2; NackAfter waits at least the delay", nackRedelivery},
+	{"RedeliveryAfterClose", "unacked messages of a closed subscriber go to another member of the group", redeliveryAfterClose},
+	{"RedeliveryAfterCancel", "unacked messages of a cancelled subscription are released to the group", redeliveryAfterCancel},
+	{"Ordering", "publish order is kept where the backend declares it", ordering},
+	{"ConcurrentPublish", "50 goroutines publish at once; every message arrives", concurrentPublish},
+	{"Settlement", "Ack/Nack are idempotent, exclusive, end the message context, fail after the subscription ended", settlement},
+	{"ContextCancel", "cancelling the Subscribe ctx closes the channel", contextCancel},
+	{"Close", "Close is idempotent, closes every channel before returning, rejects later use with ErrClosed", closeSemantics},
+	{"Oversize", "a message over the backend's limit is refused with a typed error", oversize},
+	{"StrictURL", "an unknown URL parameter is an error naming it", strictURL},
+	{"Reconnect", "publishing and consuming resume after a broker restart", reconnect},
+}
+
+// Run runs every conformance check as a subtest of t, each checking for
+// goroutine leaks, and logs what each one verified.
+func Run(t *testing.T, h Harness) {
+	h.defaults(t)
+	e := &env{h: &h}
+	if h.Capabilities != nil {
+		e.caps = *h.Capabilities
+	} else {
+		p := h.NewPublisher(t)
+		if cr, ok := p.(relay.CapabilityReporter); ok {
+			e.caps = cr.Capabilities()
+		}
+		_ = p.Close()
+	}
+	t.Logf("adaptertest: backend %q capabilities %+v", e.caps.Backend, e.caps)
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			opts := append([]goleak.Option{goleak.IgnoreCurrent()}, h.IgnoreGoroutines...)
+			t.Cleanup(func() {
+				if !t.Failed() && !t.Skipped() {
+					goleak.VerifyNone(t, opts...)
+				}
+			})
+			c.run(t, e)
+			if !t.Skipped() && !t.Failed() {
+				t.Logf("checked: %s", c.what)
+			}
+		})
+	}
+}
+
+func roundTrip(t *testing.T, e *env) {
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	sub := e.sub(t, e.h.NewGroup(t))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+
+	large := e.h.LargePayload
+	if large == 0 {
+		large = 1 << 20
+		if max := e.caps.MaxMessageBytes; max > 0 && large > max-4096 {
+			large = max - 4096
+		}
+	}
+	binary := make([]byte, 256)
+	for i := range binary {
+		binary[i] = byte(i)
+	}
+	big := make([]byte, large)
+	for i := range big {
+		big[i] = byte(i*7 + i>>8)
+	}
+	many := relay.Metadata{}
+	for i := 0; i < 40; i++ {
+		many[fmt.Sprintf("key-%02d", i)] = strings.Repeat("v", i)
+	}
+	msgs := []*relay.Message{
+		{ID: relay.NewID(), Key: "k1", Payload: binary, Metadata: relay.Metadata{"content-type": "application/octet-stream"}},
+		{ID: relay.NewID(), Payload: nil},
+		{ID: relay.NewID(), Payload: []byte{}},
+		{ID: relay.NewID(), Key: "ключ-🔑", Payload: []byte("grüße, 世界 🌍"), Metadata: relay.Metadata{"naïve-キー": "välue ✓", "emoji": "🚀"}},
+		{ID: relay.NewID(), Key: "k2", Payload: []byte("many headers"), Metadata: many},
+		{ID: relay.NewID(), Payload: []byte("odd values"), Metadata: relay.Metadata{"empty": "", "spaces": "  a b  ", "json": `{"a":[1,2]}`, "newline": "a\nb"}},
+	}
+	publish(t, pub, topic, msgs[:len(msgs)]...)
+	bigMsg := &relay.Message{ID: relay.NewID(), Key: "big", Payload: big}
+	publish(t, pub, topic, bigMsg)
+	msgs = append(msgs, bigMsg)
+
+	byID := map[string]*relay.Message{}
+	for _, m := range msgs {
+		byID[m.ID] = m
+	}
+	for range msgs {
+		got := e.next(t, ch, "round trip")
+		want, ok := byID[got.ID]
+		if !ok {
+			t.Fatalf("unexpected message ID %q", got.ID)
+		}
+		delete(byID, got.ID)
+		if got.Key != want.Key {
+			t.Errorf("message %s: Key %q, want %q", got.ID, got.Key, want.Key)
+		}
+		if !samePayload(got.Payload, want.Payload) {
+			t.Errorf("message %s: payload differs (len %d, want %d)", got.ID, len(got.Payload), len(want.Payload))
+		}
+		if !sameMetadata(got.Metadata, want.Metadata) {
+			t.Errorf("message %s: metadata %q, want %q", got.ID, got.Metadata, want.Metadata)
+		}
+		if got.Topic() != topic {
+			t.Errorf("message %s: Topic() %q, want %q", got.ID, got.Topic(), topic)
+		}
+		if got.Attempt() != 1 {
+			t.Errorf("message %s: Attempt() %d on first delivery, want 1", got.ID, got.Attempt())
+		}
+		if err := got.Ack(); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	t.Logf("round-tripped %d messages, largest payload %d bytes, up to %d metadata keys", len(msgs), large, len(many))
+}
+
+func competingConsumers(t *testing.T, e *env) {
+	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
+	pub := e.pub(t)
+	s1, s2 := e.sub(t, group), e.sub(t, group)
+	provision(t, s1, topic)
+	ch1, _ := subscribe(t, s1, topic)
+	ch2, _ := subscribe(t, s2, topic)
+
+	const n = 200
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage([]byte(fmt.Sprintf("job %d", i)))
+		msgs[i].Key = fmt.Sprintf("k%d", i%8)
+	}
+	publish(t, pub, topic, msgs...)
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	per := [2]int{}
+	done := make(chan struct{})
+	var once sync.Once
+	consume := func(i int, ch <-chan *relay.Message) {
+		for m := range ch {
+			time.Sleep(time.Millisecond) // a little work, so that both members pull
+			mu.Lock()
+			seen[m.ID]++
+			per[i]++
+			complete := len(seen) == n
+			mu.Unlock()
+			if err := m.Ack(); err != nil {
+				t.Errorf("Ack: %v", err)
+			}
+			if complete {
+				once.Do(func() { close(done) })
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); consume(0, ch1) }()
+	go func() { defer wg.Done(); consume(1, ch2) }()
+	select {
+	case <-done:
+	case <-time.After(e.h.ReceiveTimeout + 30*time.Second):
+		mu.Lock()
+		got := len(seen)
+		mu.Unlock()
+		t.Errorf("only %d of %d messages received by the group", got, n)
+	}
+	_ = s1.Close()
+	_ = s2.Close()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range msgs {
+		if seen[m.ID] == 0 {
+			t.Errorf("message %s lost", m.ID)
+		}
+	}
+	dups := 0
+	for _, c := range seen {
+		dups += c - 1
+	}
+	t.Logf("split between members: %d / %d; duplicates: %d", per[0], per[1], dups)
+	if e.h.SkipShareCheck != "" {
+		t.Logf("share check skipped: %s", e.h.SkipShareCheck)
+	} else if per[0] == 0 || per[1] == 0 {
+		t.Errorf("one member received nothing (%d / %d): messages were not shared", per[0], per[1])
+	}
+}
+
+func fanOut(t *testing.T, e *env) {
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	groups := []string{e.h.NewGroup(t), e.h.NewGroup(t), e.h.NewGroup(t)}
+	var chans []<-chan *relay.Message
+	for _, g := range groups {
+		s := e.sub(t, g)
+		provision(t, s, topic)
+		ch, _ := subscribe(t, s, topic)
+		chans = append(chans, ch)
+	}
+	msgs := make([]*relay.Message, 20)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage([]byte(fmt.Sprintf("event %d", i)))
+	}
+	publish(t, pub, topic, msgs...)
+	for i, ch := range chans {
+		seen := e.collect(t, ch, ids(msgs), true)
+		if len(seen) != len(msgs) {
+			t.Errorf("group %s: %d distinct messages, want %d", groups[i], len(seen), len(msgs))
+		}
+	}
+	t.Logf("%d groups each received all %d messages", len(groups), len(msgs))
+}
+
+func nackRedelivery(t *testing.T, e *env) {
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	sub := e.sub(t, e.h.NewGroup(t))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+
+	m := relay.NewMessage([]byte("try again"))
+	m.Metadata = relay.Metadata{"h": "v"}
+	publish(t, pub, topic, m)
+	first := e.next(t, ch, "first delivery")
+	if first.ID != m.ID || first.Attempt() != 1 {
+		t.Fatalf("first delivery: ID %s attempt %d, want %s attempt 1", first.ID, first.Attempt(), m.ID)
+	}
+	if err := first.Nack(); err != nil {
+		t.Fatalf("Nack: %v", err)
+	}
+	second := e.next(t, ch, "redelivery after Nack")
+	if second.ID != m.ID {
+		t.Fatalf("redelivered %s, want %s", second.ID, m.ID)
+	}
+	if second.Attempt() != 2 {
+		t.Errorf("redelivery Attempt() = %d, want 2", second.Attempt())
+	}
+	if !samePayload(second.Payload, m.Payload) || !sameMetadata(second.Metadata, m.Metadata) {
+		t.Errorf("redelivered message differs from the original")
+	}
+
+	const delay = 1500 * time.Millisecond
+	start := time.Now()
+	if err := second.NackAfter(delay); err != nil {
+		t.Fatalf("NackAfter: %v", err)
+	}
+	third := e.next(t, ch, "redelivery after NackAfter")
+	waited := time.Since(start)
+	if third.ID != m.ID {
+		t.Fatalf("redelivered %s, want %s", third.ID, m.ID)
+	}
+	if third.Attempt() != 3 {
+		t.Errorf("Attempt() after NackAfter = %d, want 3", third.Attempt())
+	}
+	// A semantic check, not a performance one: the redelivery must not come early.
+	if waited < delay-100*time.Millisecond {
+		t.Errorf("NackAfter(%v) redelivered after %v", delay, waited)
+	}
+	if err := third.Ack(); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if extra := none(ch, 500*time.Millisecond); extra != nil {
+		t.Errorf("acked message delivered again (ID %s, attempt %d)", extra.ID, extra.Attempt())
+	}
+	t.Logf("attempts 1 → Nack → 2 → NackAfter(%v) → 3 after %v", delay, waited.Round(time.Millisecond))
+}
+
+func holdUnacked(t *testing.T, e *env, ch <-chan *relay.Message, n int) []*relay.Message {
+	held := make([]*relay.Message, 0, n)
+	for len(held) < n {
+		held = append(held, e.next(t, ch, "unacked delivery"))
+	}
+	return held
+}
+
+func redeliveryAfterClose(t *testing.T, e *env) {
+	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
+	pub := e.pub(t)
+	s1 := e.h.NewSubscriber(t, group)
+	provision(t, s1, topic)
+	ch1, _ := subscribe(t, s1, topic)
+	msgs := make([]*relay.Message, 5)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage([]byte(fmt.Sprintf("unacked %d", i)))
+	}
+	publish(t, pub, topic, msgs...)
+	held := holdUnacked(t, e, ch1, len(msgs))
+	if err := s1.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, m := range held {
+		if err := m.Ack(); !errors.Is(err, relay.ErrSubscriptionEnded) {
+			t.Errorf("Ack after Close = %v, want ErrSubscriptionEnded", err)
+		}
+	}
+	s2 := e.sub(t, group)
+	ch2, _ := subscribe(t, s2, topic)
+	start := time.Now()
+	e.collect(t, ch2, ids(msgs), true)
+	t.Logf("%d unacked messages redelivered to another member %v after Close", len(msgs), time.Since(start).Round(time.Millisecond))
+}
+
+func redeliveryAfterCancel(t *testing.T, e *env) {
+	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
+	pub := e.pub(t)
+	sub := e.sub(t, group)
+	provision(t, sub, topic)
+	ch, cancel := subscribe(t, sub, topic)
+	msgs := make([]*relay.Message, 3)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage([]byte(fmt.Sprintf("cancelled %d", i)))
+	}
+	publish(t, pub, topic, msgs...)
+	holdUnacked(t, e, ch, len(msgs))
+	cancel()
+	expectClosed(t, ch, "cancelled subscription", 10*time.Second)
+	ch2, _ := subscribe(t, sub, topic)
+	e.collect(t, ch2, ids(msgs), true)
+	t.Logf("%d messages released by a cancelled subscription and received by a new one", len(msgs))
+}
+
+func ordering(t *testing.T, e *env) {
+	if e.caps.Ordering == "" || e.caps.Ordering == relay.OrderNone {
+		t.Skipf("SKIP: backend %q declares no ordering", e.caps.Backend)
+	}
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	sub := e.sub(t, e.h.NewGroup(t))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	const n, keys = 200, 4
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage([]byte(fmt.Sprint(i)))
+		msgs[i].Key = fmt.Sprintf("key-%d", i%keys)
+	}
+	// Several publish calls, so batching in the adapter is exercised too.
+	for i := 0; i < n; i += 50 {
+		publish(t, pub, topic, msgs[i:i+50]...)
+	}
+	pos := map[string]int{}
+	for i, m := range msgs {
+		pos[m.ID] = i
+	}
+	lastPerKey := map[string]int{}
+	last := -1
+	for range msgs {
+		m := e.next(t, ch, "ordered delivery")
+		p, ok := pos[m.ID]
+		if !ok {
+			t.Fatalf("unexpected message %s", m.ID)
+		}
+		if prev, ok := lastPerKey[m.Key]; ok && p < prev {
+			t.Errorf("key %s: message #%d delivered after #%d", m.Key, p, prev)
+		}
+		lastPerKey[m.Key] = p
+		if e.caps.Ordering == relay.OrderPerTopic && p < last {
+			t.Errorf("topic order: message #%d delivered after #%d", p, last)
+		}
+		last = max(last, p)
+		if err := m.Ack(); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	t.Logf("%d messages over %d keys delivered in order (%s)", n, keys, e.caps.Ordering)
+}
+
+func concurrentPublish(t *testing.T, e *env) {
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	sub := e.sub(t, e.h.NewGroup(t))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	const goroutines, each = 50, 10
+	all := make([]*relay.Message, goroutines*each)
+	for i := range all {
+		all[i] = relay.NewMessage([]byte(fmt.Sprintf("concurrent %d", i)))
+		all[i].Key = fmt.Sprintf("k%d", i%goroutines)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(batch []*relay.Message) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for i := range batch {
+				if err := pub.Publish(ctx, topic, batch[i]); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(all[g*each : (g+1)*each])
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent Publish: %v", err)
+	}
+	seen := e.collect(t, ch, ids(all), true)
+	dups := 0
+	for _, c := range seen {
+		dups += c - 1
+	}
+	if dups > 0 {
+		t.Errorf("%d duplicate deliveries without any failure", dups)
+	}
+	t.Logf("%d goroutines × %d publishes: %d distinct messages received", goroutines, each, len(seen))
+}
+
+func settlement(t *testing.T, e *env) {
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	sub := e.sub(t, e.h.NewGroup(t))
+	provision(t, sub, topic)
+	ch, cancel := subscribe(t, sub, topic)
+	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b"))
+	publish(t, pub, topic, a, b)
+	m1 := e.next(t, ch, "first")
+	if m1.Context().Err() != nil {
+		t.Errorf("message context done before settlement")
+	}
+	if err := m1.Ack(); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	if err := m1.Ack(); err != nil {
+		t.Errorf("second Ack = %v, want nil (idempotent)", err)
+	}
+	if err := m1.Nack(); !errors.Is(err, relay.ErrAlreadySettled) {
+		t.Errorf("Nack after Ack = %v, want ErrAlreadySettled", err)
+	}
+	if m1.Context().Err() == nil {
+		t.Errorf("message context not done after Ack")
+	}
+	m2 := e.next(t, ch, "second")
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = m2.Ack() }() // concurrent settlement must be safe
+	}
+	wg.Wait()
+	if err := m2.Nack(); !errors.Is(err, relay.ErrAlreadySettled) {
+		t.Errorf("Nack after concurrent Acks = %v, want ErrAlreadySettled", err)
+	}
+	c := relay.NewMessage([]byte("c"))
+	publish(t, pub, topic, c)
+	m3 := e.next(t, ch, "third")
+	cancel()
+	expectClosed(t, ch, "cancelled subscription", 10*time.Second)
+	if m3.Context().Err() == nil {
+		t.Errorf("message context not done after the subscription ended")
+	}
+	if err := m3.Ack(); !errors.Is(err, relay.ErrSubscriptionEnded) {
+		t.Errorf("Ack after the subscription ended = %v, want ErrSubscriptionEnded", err)
+	}
+	// The unsettled message went back to the group.
+	ch2, _ := subscribe(t, sub, topic)
+	got := e.next(t, ch2, "released message")
+	if got.ID != c.ID {
+		t.Errorf("released message ID %s, want %s", got.ID, c.ID)
+	}
+	_ = got.Ack()
+	if extra := none(ch2, 500*time.Millisecond); extra != nil {
+		t.Errorf("acked message %s delivered again", extra.ID)
+	}
+}
+
+func contextCancel(t *testing.T, e *env) {
+	sub := e.sub(t, e.h.NewGroup(t))
+	topic := e.h.NewTopic(t)
+	provision(t, sub, topic)
+	ch, cancel := subscribe(t, sub, topic)
+	cancel()
+	expectClosed(t, ch, "Subscribe ctx cancelled", 10*time.Second)
+	ctx, c2 := context.WithCancel(context.Background())
+	c2()
+	if _, err := sub.Subscribe(ctx, topic); err == nil {
+		t.Errorf("Subscribe with a done ctx succeeded")
+	}
+}
+
+func closeSemantics(t *testing.T, e *env) {
+	pub := e.h.NewPublisher(t)
+	sub := e.h.NewSubscriber(t, e.h.NewGroup(t))
+	t1, t2 := e.h.NewTopic(t), e.h.NewTopic(t)
+	provision(t, sub, t1)
+	provision(t, sub, t2)
+	ch1, _ := subscribe(t, sub, t1)
+	ch2, _ := subscribe(t, sub, t2)
+	publish(t, pub, t1, relay.NewMessage([]byte("held")))
+	held := e.next(t, ch1, "held")
+
+	done := make(chan error, 1)
+	go func() { done <- sub.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Subscriber.Close did not return within 30s")
+	}
+	for i, ch := range []<-chan *relay.Message{ch1, ch2} {
+		select {
+		case _, ok := <-ch:
+			if ok {
+				t.Errorf("channel %d delivered after Close", i+1)
+			}
+		default:
+			t.Errorf("channel %d still open when Close returned", i+1)
+		}
+	}
+	if err := held.Ack(); !errors.Is(err, relay.ErrSubscriptionEnded) {
+		t.Errorf("Ack after Close = %v, want ErrSubscriptionEnded", err)
+	}
+	if err := sub.Close(); err != nil {
+		t.Errorf("second Subscriber.Close: %v", err)
+	}
+	if _, err := sub.Subscribe(context.Background(), t1); !errors.Is(err, relay.ErrClosed) {
+		t.Errorf("Subscribe after Close = %v, want ErrClosed", err)
+	}
+	if err := pub.Close(); err != nil {
+		t.Errorf("Publisher.Close: %v", err)
+	}
+	if err := pub.Close(); err != nil {
+		t.Errorf("second Publisher.Close: %v", err)
+	}
+	if err := pub.Publish(context.Background(), t1, relay.NewMessage([]byte("late"))); !errors.Is(err, relay.ErrClosed) {
+		t.Errorf("Publish after Close = %v, want ErrClosed", err)
+	}
+}
+
+func oversize(t *testing.T, e *env) {
+	max := e.caps.MaxMessageBytes
+	if max <= 0 {
+		t.Skipf("SKIP: backend %q declares no message size limit", e.caps.Backend)
+	}
+	if max > 256<<20 {
+		t.Skipf("SKIP: limit %d bytes is too large to test in memory", max)
+	}
+	pub := e.pub(t)
+	topic := e.h.NewTopic(t)
+	ok := relay.NewMessage([]byte("fits"))
+	big := relay.NewMessage(make([]byte, max+1))
+	err := pub.Publish(context.Background(), topic, ok, big)
+	if !errors.Is(err, relay.ErrMessageTooLarge) {
+		t.Fatalf("Publish of %d bytes (limit %d) = %v, want ErrMessageTooLarge", max+1, max, err)
+	}
+	var le *relay.LimitError
+	if !errors.As(err, &le) || le.MessageID != big.ID {
+		t.Errorf("error %v is not a *relay.LimitError naming message %s", err, big.ID)
+	}
+	t.Logf("%d-byte payload refused: %v", max+1, err)
+}
+
+func strictURL(t *testing.T, e *env) {
+	if e.h.PublisherURL == "" || e.h.SubscriberURL == nil {
+		t.Skip("SKIP: harness gives no URLs")
+	}
+	add := func(raw string) string {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("harness URL %q: %v", raw, err)
+		}
+		q := u.Query()
+		q.Set("no_such_option", "1")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opens := []struct {
+		url  string
+		open func(string) (interface{ Close() error }, error)
+	}{
+		{add(e.h.PublisherURL), func(u string) (interface{ Close() error }, error) { return relay.OpenPublisher(ctx, u) }},
+		{add(e.h.SubscriberURL(e.h.NewGroup(t))), func(u string) (interface{ Close() error }, error) { return relay.OpenSubscriber(ctx, u) }},
+	}
+	for _, o := range opens {
+		c, err := o.open(o.url)
+		if err == nil {
+			_ = c.Close()
+			t.Errorf("opening %q succeeded, want an error for the unknown parameter", relay.Redact(o.url))
+			continue
+		}
+		var ue *relay.URLError
+		if !errors.Is(err, relay.ErrBadURL) || !errors.As(err, &ue) || !strings.Contains(err.Error(), "no_such_option") {
+			t.Errorf("opening %q: %v, want a *relay.URLError naming no_such_option", relay.Redact(o.url), err)
+		}
+	}
+	// The subscriber URL without a group.
+	if u, err := url.Parse(e.h.SubscriberURL("x")); err == nil {
+		q := u.Query()
+		if q.Has("group") {
+			q.Del("group")
+			u.RawQuery = q.Encode()
+			if s, err := relay.OpenSubscriber(ctx, u.String()); err == nil {
+				_ = s.Close()
+				t.Logf("note: %s accepts a subscriber URL without group=", e.caps.Backend)
+			}
+		}
+	}
+}
+
+func reconnect(t *testing.T, e *env) {
+	if e.h.Restart == nil {
+		t.Skipf("SKIP: the %q harness has no Restart hook (no broker process to restart)", e.caps.Backend)
+	}
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	sub := e.sub(t, e.h.NewGroup(t))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	before := relay.NewMessage([]byte("before restart"))
+	publish(t, pub, topic, before)
+	e.collect(t, ch, ids([]*relay.Message{before}), true)
+	e.h.Restart(t)
+	after := relay.NewMessage([]byte("after restart"))
+	publish(t, pub, topic, after)
+	e.collect(t, ch, ids([]*relay.Message{after}), true)
+	t.Logf("publish and consume resumed after a broker restart")
+}

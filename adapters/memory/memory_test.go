@@ -1,0 +1,36 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/adapters/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	const broker = "conformance"
+	adaptertest.Run(t, adaptertest.Harness{
+		NewPublisher: func(t testing.TB) relay.Publisher {
+			p, err := relay.OpenPublisher(context.Background(), "mem://"+broker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := memory.NewSubscriber(broker, memory.SubscriberConfig{Group: group})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		PublisherURL:  "mem://" + broker,
+		SubscriberURL: func(group string) string { return "mem://" + broker + "?group=" + group },
+	})
+}
