@@ -1,0 +1,69 @@
+package memory_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/memory"
+)
+
+// BenchmarkPublish measures publishing 100-byte messages in batches of 100.
+func BenchmarkPublish(b *testing.B) {
+	pub := memory.NewPublisher("bench-pub", memory.PublisherConfig{})
+	defer pub.Close()
+	sub, _ := memory.NewSubscriber("bench-pub", memory.SubscriberConfig{Group: "g"})
+	defer sub.Close()
+	ctx := context.Background()
+	topic := "bench-" + relay.NewID()
+	_ = sub.(relay.Provisioner).Provision(ctx, topic)
+	payload := make([]byte, 100)
+	batch := make([]*relay.Message, 100)
+	b.SetBytes(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += len(batch) {
+		for j := range batch {
+			batch[j] = relay.NewMessage(payload)
+		}
+		if err := pub.Publish(ctx, topic, batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkConsumeAck measures receiving and acking pre-published messages
+// with the default in-flight window.
+func BenchmarkConsumeAck(b *testing.B) {
+	pub := memory.NewPublisher("bench-consume", memory.PublisherConfig{})
+	defer pub.Close()
+	sub, _ := memory.NewSubscriber("bench-consume", memory.SubscriberConfig{Group: "g", InFlight: 256})
+	defer sub.Close()
+	ctx := context.Background()
+	topic := "bench-" + relay.NewID()
+	_ = sub.(relay.Provisioner).Provision(ctx, topic)
+	payload := make([]byte, 100)
+	batch := make([]*relay.Message, 0, 1000)
+	for i := 0; i < b.N; i++ {
+		batch = append(batch, relay.NewMessage(payload))
+		if len(batch) == cap(batch) || i == b.N-1 {
+			if err := pub.Publish(ctx, topic, batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m := <-ch
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package urlopt
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
+)
+
+func TestParamsReadTypedValues(t *testing.T) {
+	u, _ := url.Parse("x://h?group=g&n=5&d=250ms&b=true&e=fanout&seed=a&seed=b")
+	p := New(u)
+	if p.String("group", "") != "g" || p.Int("n", 1, 0) != 5 || p.Duration("d", 0) != 250*time.Millisecond ||
+		!p.Bool("b", false) || p.Enum("e", "topic", "fanout", "topic") != "fanout" || len(p.Strings("seed")) != 2 {
+		t.Fatal("values not read")
+	}
+	if p.Int("absent", 7, 0) != 7 {
+		t.Fatal("default not used")
+	}
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParamsReportEveryProblem(t *testing.T) {
+	u, _ := url.Parse("x://user:pw@h?n=abc&d=-1s&b=maybe&e=nope&extra=1&group=a&group=b")
+	p := New(u)
+	p.Int("n", 0, 0)
+	p.Duration("d", 0)
+	p.Bool("b", false)
+	p.Enum("e", "a", "a", "b")
+	p.String("group", "")
+	err := p.Err()
+	for _, want := range []string{`"n"`, `"d"`, `"b"`, `"e"`, `"extra": unknown parameter`, `"group": given more than once`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %s", err, want)
+		}
+	}
+	if !errors.Is(err, relay.ErrBadURL) {
+		t.Error("not ErrBadURL")
+	}
+	if strings.Contains(err.Error(), "pw@") {
+		t.Errorf("password in error: %v", err)
+	}
+	var ue *relay.URLError
+	if !errors.As(err, &ue) {
+		t.Error("no *relay.URLError inside")
+	}
+}
+
+func TestIntMinimum(t *testing.T) {
+	u, _ := url.Parse("x://h?inflight=0")
+	p := New(u)
+	p.Int("inflight", 64, 1)
+	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "minimum") {
+		t.Fatalf("err = %v", err)
+	}
+}
