@@ -94,3 +94,11 @@ type Capabilities struct {
 type CapabilityReporter interface {
 	Capabilities() Capabilities
 }
+
+// HealthChecker is implemented by publishers and subscribers that can tell
+// whether their broker connection is usable (every adapter of this module).
+// Health returns nil when connected and an error saying why not otherwise;
+// it does not block on the network. The bridge's /readyz is built on it.
+type HealthChecker interface {
+	Health() error
+}

@@ -341,3 +341,24 @@ func TestSubscribeAfterCloseAndProvisionUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestHealthReflectsReceiveFailures(t *testing.T) {
+	r := newFakeRecv(1)
+	r.failNext = 1 << 30
+	s := NewSubscriber(&fakeSub{r: r}, Options{})
+	if err := s.Health(); err != nil {
+		t.Fatalf("Health before subscribing = %v", err)
+	}
+	_, _ = s.Subscribe(context.Background(), "t")
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Health() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.Health(); err == nil {
+		t.Fatal("Health stayed nil while every receive failed")
+	}
+	_ = s.Close()
+	if err := s.Health(); !errors.Is(err, relay.ErrClosed) {
+		t.Fatalf("Health after Close = %v", err)
+	}
+}

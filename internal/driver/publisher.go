@@ -66,6 +66,21 @@ func (p *Publisher) Driver() PublishDriver { return p.d }
 // Capabilities reports the driver's capabilities.
 func (p *Publisher) Capabilities() relay.Capabilities { return p.caps }
 
+// Health implements relay.HealthChecker: ErrClosed after Close, otherwise
+// the driver's own health when it implements relay.HealthChecker.
+func (p *Publisher) Health() error {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return relay.ErrClosed
+	}
+	if h, ok := p.d.(relay.HealthChecker); ok {
+		return h.Health()
+	}
+	return nil
+}
+
 // Publish implements relay.Publisher.
 func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
 	p.mu.Lock()

@@ -111,6 +111,7 @@ type Subscriber struct {
 
 	mu     sync.Mutex
 	closed bool
+	active map[*subscription]struct{}
 	subs   sync.WaitGroup
 	once   sync.Once
 	err    error
@@ -120,7 +121,37 @@ type Subscriber struct {
 func NewSubscriber(d SubscribeDriver, opts Options) *Subscriber {
 	opts.defaults()
 	closing, cancel := context.WithCancel(context.Background())
-	return &Subscriber{d: d, opts: opts, caps: d.Capabilities(), closing: closing, cancel: cancel}
+	return &Subscriber{d: d, opts: opts, caps: d.Capabilities(), closing: closing, cancel: cancel, active: map[*subscription]struct{}{}}
+}
+
+// Health implements relay.HealthChecker: ErrClosed after Close; the
+// driver's own health when it implements relay.HealthChecker; otherwise
+// the error of any subscription whose latest receive attempt failed.
+func (s *Subscriber) Health() error {
+	s.mu.Lock()
+	closed := s.closed
+	subs := make([]*subscription, 0, len(s.active))
+	for sub := range s.active {
+		subs = append(subs, sub)
+	}
+	s.mu.Unlock()
+	if closed {
+		return relay.ErrClosed
+	}
+	if h, ok := s.d.(relay.HealthChecker); ok {
+		if err := h.Health(); err != nil {
+			return err
+		}
+	}
+	for _, sub := range subs {
+		sub.mu.Lock()
+		err := sub.recvErr
+		sub.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("subscription to %q: %w", sub.topic, err)
+		}
+	}
+	return nil
 }
 
 // Driver returns the wrapped driver.
@@ -193,6 +224,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		maxDelay:  s.caps.MaxDelay,
 		log:       s.opts.Logger.With("topic", topic, "backend", s.caps.Backend),
 	}
+	s.mu.Lock()
+	s.active[sub] = struct{}{}
+	s.mu.Unlock()
 	go sub.run()
 	return sub.out, nil
 }
@@ -236,6 +270,7 @@ type subscription struct {
 	unsettled map[uint64]any
 	delayed   map[uint64]*delayedNack
 	pending   []Settle
+	recvErr   error // latest Receive error, nil after a success
 	slotFreed chan struct{}
 	flushReq  chan struct{}
 }
@@ -250,6 +285,11 @@ func signal(c chan struct{}) {
 func (s *subscription) run() {
 	defer s.parent.subs.Done()
 	defer s.stopAfter()
+	defer func() {
+		s.parent.mu.Lock()
+		delete(s.parent.active, s)
+		s.parent.mu.Unlock()
+	}()
 
 	flushDone := make(chan struct{})
 	finish := make(chan struct{})
@@ -316,6 +356,9 @@ func (s *subscription) receiveLoop() {
 				s.log.Error("relay: subscription ended by the backend", "err", err)
 				return
 			}
+			s.mu.Lock()
+			s.recvErr = err
+			s.mu.Unlock()
 			s.log.Warn("relay: receive failed; retrying", "err", err, "attempt", bo.n+1)
 			if !bo.sleep(s.ctx) {
 				return
@@ -323,6 +366,9 @@ func (s *subscription) receiveLoop() {
 			continue
 		}
 		bo.reset()
+		s.mu.Lock()
+		s.recvErr = nil
+		s.mu.Unlock()
 		msgs := make([]*relay.Message, len(batch))
 		s.mu.Lock()
 		for i, rc := range batch {
