@@ -103,7 +103,7 @@ func roundTrip(t *testing.T, e *env) {
 		{ID: relay.NewID(), Key: "k2", Payload: []byte("many headers"), Metadata: many},
 		{ID: relay.NewID(), Payload: []byte("odd values"), Metadata: relay.Metadata{"empty": "", "spaces": "  a b  ", "json": `{"a":[1,2]}`, "newline": "a\nb"}},
 	}
-	publish(t, pub, topic, msgs[:len(msgs)]...)
+	publish(t, pub, topic, msgs...)
 	bigMsg := &relay.Message{ID: relay.NewID(), Key: "big", Payload: big}
 	publish(t, pub, topic, bigMsg)
 	msgs = append(msgs, bigMsg)
