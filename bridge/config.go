@@ -1,0 +1,363 @@
+package bridge
+
+import (
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-relay/relay"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultHTTPAddress     = "127.0.0.1:9470"
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultConcurrency     = 16
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "text"
+	DefaultDedupTTL        = 24 * time.Hour
+	DefaultRetryAttempts   = 5
+	DefaultRetryInitial    = 100 * time.Millisecond
+	DefaultRetryMax        = 10 * time.Second
+)
+
+// Config is a bridge: a set of routes plus how the daemon runs. The YAML
+// form (see Parse and docs/bridge.md) uses the snake_case names given in
+// the field comments. Build it in Go or with Parse/Load; call Validate (Parse
+// does) before New.
+type Config struct {
+	// Name labels the bridge in logs ("name"). Default "relay-bridge".
+	Name string
+	// Log configures logging ("log").
+	Log LogConfig
+	// HTTP configures the operations endpoint ("http").
+	HTTP HTTPConfig
+	// ShutdownTimeout bounds the drain on SIGTERM: messages in flight get
+	// this long to reach their destination ("shutdown_timeout"). Default 30s.
+	ShutdownTimeout time.Duration
+	// Routes are forwarded independently, each by its own subscription
+	// ("routes"). At least one.
+	Routes []Route
+
+	pos  map[string]Pos // field path → position, set by Parse
+	file string
+}
+
+// LogConfig configures the daemon's log output (on stderr).
+type LogConfig struct {
+	// Level is debug, info, warn or error ("level"). Default info.
+	Level string
+	// Format is text or json ("format"). Default text.
+	Format string
+}
+
+// HTTPConfig configures the endpoint serving /healthz, /readyz and
+// /metrics.
+type HTTPConfig struct {
+	// Address is host:port to listen on ("address"). Default
+	// 127.0.0.1:9470: loopback only. Use ":9470" to listen on every
+	// interface.
+	Address string
+	// Disabled turns the endpoint off ("disabled").
+	Disabled bool
+}
+
+// Route forwards one topic to another, possibly on another broker.
+type Route struct {
+	// Name identifies the route in logs and metrics ("name"). Required,
+	// unique, letters, digits, '.', '_' and '-'.
+	Name string
+	// From is where messages are consumed ("from").
+	From Source
+	// To is where they are published ("to").
+	To Destination
+	// Concurrency is how many messages are forwarded at once ("concurrency").
+	// Messages with the same Key are always forwarded one after another in
+	// delivery order; set 1 to keep the order of the whole topic. The source
+	// URL's in-flight window must be at least this. Default 16.
+	Concurrency int
+	// Retry retries a failed publish in process before the message is
+	// nacked or poisoned ("retry"). Nil: default retry (5 attempts).
+	Retry *Retry
+	// Poison moves messages the destination rejects permanently (or that
+	// still fail when retries are exhausted) to a poison topic instead of
+	// redelivering them for ever ("poison"). Nil: no poison topic.
+	Poison *Poison
+	// Dedup skips messages whose ID this route already forwarded
+	// ("dedup"). Nil: no deduplication.
+	Dedup *Dedup
+}
+
+// Source is the consuming end of a route.
+type Source struct {
+	// URL of the broker ("url"), e.g. amqp://user:${PASS}@host:5672/.
+	URL string
+	// Topic to consume ("topic"). Required.
+	Topic string
+	// Group the bridge consumes in ("group"): bridges that share a group
+	// share the work. Required, either here or as group= in URL, except
+	// for sqs:// where the queue itself is the group.
+	Group string
+	// ID names this topic for loop prevention ("id"). Default: derived
+	// from the URL's scheme, host and path and the topic. Set it when
+	// bridges running in opposite directions spell the same broker
+	// differently (a DNS name and an IP address, other Kafka seeds).
+	ID string
+}
+
+// Destination is the publishing end of a route.
+type Destination struct {
+	// URL of the broker ("url").
+	URL string
+	// Topic to publish to ("topic"). Default: the source topic.
+	Topic string
+	// ID names this topic for loop prevention ("id"); see Source.ID.
+	ID string
+}
+
+// Retry configures in-process retries of a failed publish.
+type Retry struct {
+	// MaxAttempts counts the first try ("max_attempts"). 1 disables
+	// retries. Default 5.
+	MaxAttempts int
+	// InitialInterval is the first backoff ("initial_interval"). Default 100ms.
+	InitialInterval time.Duration
+	// MaxInterval caps the backoff ("max_interval"). Default 10s.
+	MaxInterval time.Duration
+	// MaxElapsed bounds the time spent retrying one delivery
+	// ("max_elapsed"). 0: no bound beyond MaxAttempts.
+	MaxElapsed time.Duration
+}
+
+// Poison names the poison topic of a route.
+type Poison struct {
+	// URL of the broker that keeps the poison topic ("url"). Default: the
+	// source URL, so that poisoned messages stay where they came from.
+	URL string
+	// Topic is the poison topic ("topic"). Required.
+	Topic string
+}
+
+// Dedup configures duplicate suppression by message ID.
+type Dedup struct {
+	// Store is "memory" (per process) or a redis:// URL shared by every
+	// replica ("store"). Default memory.
+	Store string
+	// TTL is how long an ID is remembered ("ttl"). Default 24h.
+	TTL time.Duration
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "relay-bridge"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = DefaultLogLevel
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = DefaultLogFormat
+	}
+	if c.HTTP.Address == "" {
+		c.HTTP.Address = DefaultHTTPAddress
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	routes := make([]Route, len(c.Routes))
+	for i, r := range c.Routes {
+		if r.To.Topic == "" {
+			r.To.Topic = r.From.Topic
+		}
+		if r.Concurrency == 0 {
+			r.Concurrency = DefaultConcurrency
+		}
+		rt := Retry{}
+		if r.Retry != nil {
+			rt = *r.Retry
+		}
+		if rt.MaxAttempts == 0 {
+			rt.MaxAttempts = DefaultRetryAttempts
+		}
+		if rt.InitialInterval == 0 {
+			rt.InitialInterval = DefaultRetryInitial
+		}
+		if rt.MaxInterval == 0 {
+			rt.MaxInterval = max(DefaultRetryMax, rt.InitialInterval)
+		}
+		r.Retry = &rt
+		if r.Poison != nil {
+			p := *r.Poison
+			if p.URL == "" {
+				p.URL = r.From.URL
+			}
+			r.Poison = &p
+		}
+		if r.Dedup != nil {
+			d := *r.Dedup
+			if d.Store == "" {
+				d.Store = "memory"
+			}
+			if d.TTL == 0 {
+				d.TTL = DefaultDedupTTL
+			}
+			r.Dedup = &d
+		}
+		routes[i] = r
+	}
+	c.Routes = routes
+	return c
+}
+
+// WithDefaults returns a copy of c with every zero field set to its
+// documented default. c is not modified.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
+
+// Validate reports every problem of c at once as a *ConfigError (nil when
+// c is valid). Problems name the field path and, for a parsed config, the
+// file position. URL schemes must be registered (the adapter imported).
+// It does not connect to anything; see Check.
+func (c Config) Validate() error {
+	p := newProblems(c.file, c.pos)
+	c.validate(p)
+	return p.err()
+}
+
+func (c Config) validate(p *problems) {
+	if c.Name != "" && !nameRE.MatchString(c.Name) {
+		p.add("name", "%q: use letters, digits, '.', '_' and '-'", c.Name)
+	}
+	if c.Log.Level != "" && !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		p.add("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "" && c.Log.Format != "text" && c.Log.Format != "json" {
+		p.add("log.format", "%q: want text or json", c.Log.Format)
+	}
+	if c.HTTP.Address != "" {
+		if _, port, err := net.SplitHostPort(c.HTTP.Address); err != nil || port == "" {
+			p.add("http.address", "%q: want host:port, e.g. 127.0.0.1:9470 or :9470", c.HTTP.Address)
+		}
+	}
+	if c.ShutdownTimeout < 0 {
+		p.add("shutdown_timeout", "%v: must not be negative", c.ShutdownTimeout)
+	}
+	if len(c.Routes) == 0 {
+		p.add("routes", "at least one route is required")
+	}
+	names := map[string]string{}
+	for i, r := range c.Routes {
+		path := "routes[" + strconv.Itoa(i) + "]"
+		r.validate(p, path)
+		if r.Name != "" {
+			if prev, dup := names[r.Name]; dup {
+				p.add(path+".name", "%q is already the name of %s", r.Name, prev)
+			} else {
+				names[r.Name] = path
+			}
+		}
+	}
+}
+
+func (r Route) validate(p *problems, path string) {
+	switch {
+	case r.Name == "":
+		p.add(path+".name", "required")
+	case !nameRE.MatchString(r.Name):
+		p.add(path+".name", "%q: use letters, digits, '.', '_' and '-'", r.Name)
+	}
+	src := path + ".from"
+	checkURL(p, src+".url", r.From.URL)
+	if r.From.Topic == "" {
+		p.add(src+".topic", "required")
+	}
+	if u, err := url.Parse(r.From.URL); err == nil && r.From.URL != "" {
+		urlGroup := u.Query().Get("group")
+		switch {
+		case strings.EqualFold(u.Scheme, "sqs"):
+			if r.From.Group != "" || urlGroup != "" {
+				p.add(src+".group", "not used with sqs:// (the queue is the unit of competing consumers); use sns:// to give each group its own queue")
+			}
+		case r.From.Group == "" && urlGroup == "":
+			p.add(src+".group", "required (or group= in the URL): bridges in one group share the work")
+		case r.From.Group != "" && urlGroup != "" && r.From.Group != urlGroup:
+			p.add(src+".group", "%q differs from group=%q in the URL", r.From.Group, urlGroup)
+		}
+	}
+	dst := path + ".to"
+	checkURL(p, dst+".url", r.To.URL)
+	toTopic := r.To.Topic
+	if toTopic == "" {
+		toTopic = r.From.Topic
+	}
+	if r.From.URL != "" && r.To.URL != "" && r.From.Topic != "" &&
+		sourceHopID(r.From) == destHopID(Destination{URL: r.To.URL, Topic: toTopic, ID: r.To.ID}) {
+		p.add(dst, "route forwards %s to itself", r.From.Topic)
+	}
+	if r.Concurrency < 0 {
+		p.add(path+".concurrency", "%d: must be at least 1", r.Concurrency)
+	}
+	if rt := r.Retry; rt != nil {
+		if rt.MaxAttempts < 0 {
+			p.add(path+".retry.max_attempts", "%d: must be at least 1", rt.MaxAttempts)
+		}
+		if rt.InitialInterval < 0 {
+			p.add(path+".retry.initial_interval", "%v: must not be negative", rt.InitialInterval)
+		}
+		if rt.MaxInterval < 0 {
+			p.add(path+".retry.max_interval", "%v: must not be negative", rt.MaxInterval)
+		} else if rt.MaxInterval > 0 && rt.MaxInterval < rt.InitialInterval {
+			p.add(path+".retry.max_interval", "%v is less than initial_interval %v", rt.MaxInterval, rt.InitialInterval)
+		}
+		if rt.MaxElapsed < 0 {
+			p.add(path+".retry.max_elapsed", "%v: must not be negative", rt.MaxElapsed)
+		}
+	}
+	if ps := r.Poison; ps != nil {
+		if ps.Topic == "" {
+			p.add(path+".poison.topic", "required")
+		}
+		if ps.URL != "" {
+			checkURL(p, path+".poison.url", ps.URL)
+		}
+		if ps.Topic != "" && (ps.Topic == r.From.Topic && (ps.URL == "" || ps.URL == r.From.URL)) {
+			p.add(path+".poison.topic", "%q is the route's source topic", ps.Topic)
+		}
+	}
+	if d := r.Dedup; d != nil {
+		if d.Store != "" && d.Store != "memory" {
+			if u, err := url.Parse(d.Store); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+				p.add(path+".dedup.store", "%q: want memory or a redis:// URL", relay.Redact(d.Store))
+			}
+		}
+		if d.TTL < 0 {
+			p.add(path+".dedup.ttl", "%v: must not be negative", d.TTL)
+		}
+	}
+}
+
+// checkURL reports a missing, unparseable or unregistered URL. Values are
+// redacted in messages.
+func checkURL(p *problems, path, raw string) {
+	if raw == "" {
+		p.add(path, "required")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.add(path, "%s: cannot parse URL", relay.Redact(raw))
+		return
+	}
+	if u.Scheme == "" {
+		p.add(path, "%s: no scheme (want e.g. amqp://, kafka://, redis://, sqs://, sns://, mem://)", relay.Redact(raw))
+		return
+	}
+	if !slices.Contains(relay.Schemes(), strings.ToLower(u.Scheme)) {
+		p.add(path, "unknown URL scheme %q (this binary has: %s)", u.Scheme, strings.Join(relay.Schemes(), ", "))
+	}
+}
