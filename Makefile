@@ -1,0 +1,24 @@
+# The README's commands. Each target is a thin wrapper; run `make help`.
+GO ?= go
+
+.PHONY: help demo test bench lint build
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+
+demo: ## run the checkout demo on the in-process backend (BROKER=url to change)
+	$(GO) run ./examples/checkout $(if $(BROKER),-broker '$(BROKER)')
+
+test: ## run all tests, starting Redis/RabbitMQ if needed (what CI runs; PKGS=./x/... to narrow)
+	scripts/test.sh $(PKGS)
+
+bench: ## run the benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+lint: ## gofmt check and go vet
+	@out=$$(gofmt -l . ) && if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+build: ## compile every package, and bin/relay when cmd/relay exists
+	$(GO) build ./...
+	@if [ -d cmd/relay ]; then echo "$(GO) build -o bin/relay ./cmd/relay"; $(GO) build -o bin/relay ./cmd/relay; fi

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Runs every test of the module the way CI does (the README's `make test`).
+#
+# 1. Makes sure the brokers the tests need are up: Redis on 127.0.0.1:6379
+#    and RabbitMQ on 127.0.0.1:5672. A broker that is down is started; one
+#    that is not installed is installed with apt-get when running as root.
+#    RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL point the tests at other
+#    brokers instead: those are only checked, never started.
+# 2. Runs `go vet ./...` and `go test -race ./...` with
+#    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
+#    instead of skipping.
+#
+# Kafka and SQS/SNS tests run against in-process fakes unless
+# RELAY_TEST_KAFKA_BROKERS / RELAY_TEST_SQS_ENDPOINT name real ones.
+#
+# Usage: scripts/test.sh [PACKAGES...]   (default ./...)
+# Environment: GO_TEST_FLAGS adds flags to go test (e.g. "-run TestFoo");
+# RELAY_TEST_LOG names the file that keeps the full verbose output.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PATH=$PATH:/usr/sbin:/sbin # where Debian puts rabbitmq-server and rabbitmqctl
+pkgs=("$@")
+((${#pkgs[@]})) || pkgs=(./...)
+
+log=${RELAY_TEST_LOG:-${TMPDIR:-/tmp}/relay-test.log}
+apt_updated=no
+
+say() { printf '==> %s\n' "$*"; }
+die() {
+	printf '\nFAIL: %s\n' "$*" >&2
+	exit 1
+}
+
+# port_open HOST PORT: is something listening there?
+port_open() { timeout 3 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
+
+# wait_port HOST PORT SECONDS
+wait_port() {
+	local i
+	for ((i = 0; i < $3 * 2; i++)); do
+		port_open "$1" "$2" && return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+# host_port URL DEFAULT_PORT: prints "host port" of a broker URL.
+host_port() {
+	local rest=${1#*://}
+	rest=${rest##*@}   # drop user:password@
+	rest=${rest%%/*}   # drop /path
+	rest=${rest%%\?*}  # drop ?query
+	local host=$rest port=$2
+	if [[ $rest =~ ^\[(.*)\]:([0-9]+)$ ]]; then
+		host=${BASH_REMATCH[1]} port=${BASH_REMATCH[2]}
+	elif [[ $rest =~ ^\[(.*)\]$ ]]; then
+		host=${BASH_REMATCH[1]}
+	elif [[ $rest =~ ^(.*):([0-9]+)$ ]]; then
+		host=${BASH_REMATCH[1]} port=${BASH_REMATCH[2]}
+	fi
+	echo "${host:-127.0.0.1} $port"
+}
+
+# install PROGRAM: installs the Debian packages of both brokers if PROGRAM
+# is missing (root only; apt-get update runs once).
+install_if_missing() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+		die "$1 is not installed; install redis-server and rabbitmq-server (Debian: apt-get install redis-server rabbitmq-server), or point RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL at running brokers"
+	fi
+	if [[ $apt_updated == no ]]; then
+		say "installing redis-server and rabbitmq-server with apt-get"
+		DEBIAN_FRONTEND=noninteractive apt-get update -q || die "apt-get update failed"
+		apt_updated=yes
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server rabbitmq-server ||
+		die "apt-get install redis-server rabbitmq-server failed"
+	command -v "$1" >/dev/null 2>&1 || die "$1 still missing after apt-get install"
+}
+
+# check_external NAME URL DEFAULT_PORT: a broker named by an env var must
+# already be running; we do not start other people's brokers.
+check_external() {
+	local hp
+	hp=$(host_port "$2" "$3")
+	set -- "$1" "$2" $hp
+	if port_open "$3" "$4"; then
+		say "$1: using $3:$4 from the environment"
+		return 0
+	fi
+	die "$1 at $3:$4 (from the environment) is not reachable; start it or unset the variable to use the local one"
+}
+
+ensure_redis() {
+	if [[ -n ${RELAY_TEST_REDIS_URL:-} ]]; then
+		check_external Redis "$RELAY_TEST_REDIS_URL" 6379
+		return
+	fi
+	if port_open 127.0.0.1 6379; then
+		say "Redis: up on 127.0.0.1:6379"
+		return
+	fi
+	install_if_missing redis-server
+	say "Redis: down on 127.0.0.1:6379, starting redis-server"
+	mkdir -p /var/lib/redis /var/log/redis 2>/dev/null ||
+		die "cannot create /var/lib/redis and /var/log/redis (run as root, or start Redis yourself on 127.0.0.1:6379)"
+	redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+		--dir /var/lib/redis --logfile /var/log/redis/ci.log ||
+		die "redis-server did not start; see /var/log/redis/ci.log"
+	wait_port 127.0.0.1 6379 15 ||
+		die "Redis was started but does not listen on 127.0.0.1:6379 after 15s; see /var/log/redis/ci.log"
+	say "Redis: started"
+}
+
+ensure_rabbitmq() {
+	if [[ -n ${RELAY_TEST_AMQP_URL:-} ]]; then
+		check_external RabbitMQ "$RELAY_TEST_AMQP_URL" 5672
+		return
+	fi
+	if port_open 127.0.0.1 5672; then
+		say "RabbitMQ: up on 127.0.0.1:5672"
+		return
+	fi
+	install_if_missing rabbitmq-server
+	say "RabbitMQ: down on 127.0.0.1:5672, starting rabbitmq-server (this takes a few seconds)"
+	rabbitmq-server -detached || say "rabbitmq-server -detached failed; waiting in case a node is already starting"
+	# await_startup returns once the broker app runs; it fails at once
+	# while the Erlang node itself is still booting, so retry until 120s.
+	local deadline=$((SECONDS + 120))
+	until timeout 60 rabbitmqctl -q await_startup >/dev/null 2>&1; do
+		((SECONDS < deadline)) ||
+			die "RabbitMQ did not finish starting within 120s; see /var/log/rabbitmq/"
+		sleep 2
+	done
+	wait_port 127.0.0.1 5672 30 ||
+		die "RabbitMQ started but does not listen on 127.0.0.1:5672; see /var/log/rabbitmq/"
+	say "RabbitMQ: started"
+}
+
+command -v go >/dev/null 2>&1 || die "go is not on PATH (need Go $(sed -n 's/^go //p' go.mod))"
+say "$(go version)"
+ensure_redis
+ensure_rabbitmq
+for v in RELAY_TEST_KAFKA_BROKERS RELAY_TEST_SQS_ENDPOINT; do
+	if [[ -n ${!v:-} ]]; then
+		say "$v=${!v}"
+	fi
+done
+export RELAY_REQUIRE_BROKERS=1
+
+say "go vet ${pkgs[*]}"
+vet=ok
+go vet "${pkgs[@]}" || vet=FAILED
+
+# -v lets the suite's own report (what it checked, what it skipped and why)
+# reach the log; the screen gets everything but the per-test RUN/PASS noise.
+say "go test -race -count=1 -timeout 25m ${GO_TEST_FLAGS:-}${GO_TEST_FLAGS:+ }${pkgs[*]}  (full output: $log)"
+set +e
+# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
+go test -race -count=1 -timeout 25m -v ${GO_TEST_FLAGS:-} "${pkgs[@]}" 2>&1 |
+	tee "$log" |
+	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)'
+test_rc=${PIPESTATUS[0]}
+set -e
+
+count() { grep -Ec "$1" "$log" || true; }
+passed=$(count '^[[:space:]]*--- PASS:')
+failed=$(count '^[[:space:]]*--- FAIL:')
+skipped=$(count '^[[:space:]]*--- SKIP:')
+pkg_ok=$(count '^ok[[:space:]]')
+pkg_fail=$(count '^FAIL[[:space:]]')
+
+echo
+echo "summary:"
+echo "  go vet:   $vet"
+echo "  packages: $pkg_ok ok, $pkg_fail failed"
+if ((pkg_fail > 0)); then
+	grep -E '^FAIL[[:space:]]' "$log" | sed 's/^/    /'
+fi
+if ((skipped > 0)); then
+	echo "  skipped tests (reasons above and in $log):"
+	grep -E '^[[:space:]]*--- SKIP:' "$log" | sed 's/^[[:space:]]*/    /'
+fi
+if [[ $vet == ok && $test_rc == 0 ]]; then
+	echo "  result:   PASS"
+else
+	echo "  result:   FAIL (go vet $vet, go test exit $test_rc)"
+fi
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+[[ $vet == ok && $test_rc == 0 ]]
