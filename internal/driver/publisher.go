@@ -106,6 +106,9 @@ func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 	stop := context.AfterFunc(p.kill, cancel)
 	defer stop()
 
+	if ws, ok := p.d.(WholeSender); ok {
+		return ws.SendAll(ctx, topic, msgs)
+	}
 	size := p.caps.MaxBatch
 	if size <= 0 {
 		size = len(msgs)
