@@ -152,14 +152,16 @@ say "go vet ${pkgs[*]}"
 vet=ok
 go vet "${pkgs[@]}" || vet=FAILED
 
-# -v lets the suite's own report (what it checked, what it skipped and why)
-# reach the log; the screen gets everything but the per-test RUN/PASS noise.
+# -v lets the conformance suite's report (what it checked, what it skipped
+# and why) through. The screen gets everything but per-test RUN/PASS lines
+# and the log lines (slog/log, timestamped) that tests provoke on purpose;
+# the log file keeps all of it.
 say "go test -race -count=1 -timeout 25m ${GO_TEST_FLAGS:-}${GO_TEST_FLAGS:+ }${pkgs[*]}  (full output: $log)"
 set +e
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 go test -race -count=1 -timeout 25m -v ${GO_TEST_FLAGS:-} "${pkgs[@]}" 2>&1 |
 	tee "$log" |
-	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)'
+	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)|^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} '
 test_rc=${PIPESTATUS[0]}
 set -e
 
