@@ -1,0 +1,174 @@
+package redisstream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// Defaults of the configuration fields.
+const (
+	DefaultMaxBytes   = 64 << 20
+	DefaultInFlight   = 64
+	DefaultBlock      = time.Second
+	DefaultClaimIdle  = 30 * time.Second
+	DefaultClaimEvery = 2 * time.Second
+	DefaultStart      = StartOldest
+)
+
+// Start positions of a new consumer group.
+const (
+	// StartOldest makes a new group read the whole retained stream, so
+	// nothing published before the group existed is lost.
+	StartOldest = "0"
+	// StartNewest makes a new group read only entries added after it was
+	// created.
+	StartNewest = "$"
+)
+
+// HandbackConsumer is the consumer that holds entries handed back to the
+// group by a Nack or by a subscription that ended with unsettled messages,
+// until another consumer claims them. It never reads.
+const HandbackConsumer = "relay-handback"
+
+// minClaimIdle keeps lease extension (every ClaimIdle/3) meaningful.
+const minClaimIdle = 30 * time.Millisecond
+
+// maxBulk is Redis's default limit on one string (proto-max-bulk-len).
+const maxBulk = 512 << 20
+
+// PublisherConfig configures a publisher. The zero value is usable.
+type PublisherConfig struct {
+	// Prefix is prepended to the topic to form the stream key (prefix=).
+	Prefix string
+	// MaxBytes limits payload plus ID, Key and metadata of one message
+	// (maxbytes=). Default 64 MiB; at most 512 MiB, Redis's string limit.
+	MaxBytes int
+	// MaxLen trims the stream to about this many entries on every XADD
+	// (maxlen=, MAXLEN ~). 0 = no limit. Trimming drops entries even if a
+	// group has not read them yet.
+	MaxLen int64
+	// MaxAge trims entries older than this on every XADD (maxage=, MINID ~
+	// now-MaxAge). 0 = no limit. Exclusive with MaxLen.
+	MaxAge time.Duration
+}
+
+// Validate reports every problem of c at once, or nil.
+func (c *PublisherConfig) Validate() error {
+	var errs []error
+	if c.MaxBytes < 0 || c.MaxBytes > maxBulk {
+		errs = append(errs, fmt.Errorf("redisstream: MaxBytes %d out of range 1..%d", c.MaxBytes, maxBulk))
+	}
+	if c.MaxLen < 0 {
+		errs = append(errs, fmt.Errorf("redisstream: MaxLen %d is negative", c.MaxLen))
+	}
+	if c.MaxAge < 0 {
+		errs = append(errs, fmt.Errorf("redisstream: MaxAge %v is negative", c.MaxAge))
+	}
+	if c.MaxLen > 0 && c.MaxAge > 0 {
+		errs = append(errs, errors.New("redisstream: MaxLen and MaxAge exclude each other (Redis trims by one criterion)"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *PublisherConfig) defaults() {
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+}
+
+// SubscriberConfig configures a subscriber.
+type SubscriberConfig struct {
+	// Group is the consumer group (group=). Required.
+	Group string
+	// Consumer is the base of this process's consumer names (consumer=).
+	// Default "<hostname>-<pid>". It must differ between processes that
+	// consume one group at the same time; a process restarted with the
+	// same name takes its own pending entries back at once.
+	Consumer string
+	// Prefix is prepended to the topic to form the stream key (prefix=).
+	Prefix string
+	// Start is where a group created by this subscriber begins (start=):
+	// "0" (default) for the oldest retained entry, "$" for new entries only.
+	// It does not move an existing group.
+	Start string
+	// InFlight bounds unsettled messages per subscription (inflight=).
+	// Default 64.
+	InFlight int
+	// Block is the longest one XREADGROUP waits for new entries (block=).
+	// Default 1s. Close and Nack interrupt the wait with CLIENT UNBLOCK;
+	// where that command is not permitted, Block bounds how long they wait.
+	Block time.Duration
+	// ClaimIdle is how long an entry must be pending without its lease
+	// being extended before another consumer takes it over (claim_idle=).
+	// Default 30s; leases are extended every ClaimIdle/3.
+	ClaimIdle time.Duration
+	// ClaimEvery is how often a subscription looks for entries to take
+	// over, including those handed back by other consumers (claim_every=).
+	// Default 2s.
+	ClaimEvery time.Duration
+	// Logger receives transient errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *SubscriberConfig) defaults() {
+	if c.Consumer == "" {
+		c.Consumer = defaultConsumer()
+	}
+	if c.Start == "" {
+		c.Start = DefaultStart
+	}
+	if c.InFlight == 0 {
+		c.InFlight = DefaultInFlight
+	}
+	if c.Block == 0 {
+		c.Block = DefaultBlock
+	}
+	if c.ClaimIdle == 0 {
+		c.ClaimIdle = DefaultClaimIdle
+	}
+	if c.ClaimEvery == 0 {
+		c.ClaimEvery = DefaultClaimEvery
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports every problem of c at once, or nil. Zero values that
+// have a default are valid.
+func (c *SubscriberConfig) Validate() error {
+	var errs []error
+	if c.Group == "" {
+		errs = append(errs, errors.New("redisstream: Group is required: the name of this subscriber's group of competing consumers"))
+	}
+	if c.Consumer == HandbackConsumer {
+		errs = append(errs, fmt.Errorf("redisstream: Consumer %q is reserved", HandbackConsumer))
+	}
+	if c.Start != "" && c.Start != StartOldest && c.Start != StartNewest {
+		errs = append(errs, fmt.Errorf("redisstream: Start %q is neither %q nor %q", c.Start, StartOldest, StartNewest))
+	}
+	if c.InFlight < 0 {
+		errs = append(errs, fmt.Errorf("redisstream: InFlight %d is negative", c.InFlight))
+	}
+	if c.Block < 0 {
+		errs = append(errs, fmt.Errorf("redisstream: Block %v is negative", c.Block))
+	}
+	if c.ClaimIdle < 0 || (c.ClaimIdle > 0 && c.ClaimIdle < minClaimIdle) {
+		errs = append(errs, fmt.Errorf("redisstream: ClaimIdle %v is below %v", c.ClaimIdle, minClaimIdle))
+	}
+	if c.ClaimEvery < 0 {
+		errs = append(errs, fmt.Errorf("redisstream: ClaimEvery %v is negative", c.ClaimEvery))
+	}
+	return errors.Join(errs...)
+}
+
+func defaultConsumer() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "relay"
+	}
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}

@@ -1,0 +1,42 @@
+package redisstream_test
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	_ "github.com/go-relay/relay/adapters/redisstream"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	base := redisURL(t)
+	h := adaptertest.Harness{
+		NewPublisher: func(t testing.TB) relay.Publisher {
+			p, err := relay.OpenPublisher(context.Background(), base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := relay.OpenSubscriber(context.Background(), withParams(t, base, "group", group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		PublisherURL:  base,
+		SubscriberURL: func(group string) string { return withParams(t, base, "group", group) },
+	}
+	if why := canRestart(t); why == "" {
+		h.Restart = restartRedis
+	} else {
+		t.Logf("no Restart hook: %s", why)
+	}
+	adaptertest.Run(t, h)
+}

@@ -1,0 +1,161 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/internal/driver"
+)
+
+// maxBatch is how many XADDs one pipeline carries.
+const maxBatch = 1000
+
+func capabilities(maxBytes int) relay.Capabilities {
+	return relay.Capabilities{
+		Backend:             "redis",
+		Durable:             true,
+		CrossProcess:        true,
+		Ordering:            relay.OrderPerTopic,
+		NativeDelay:         false,
+		NativeDeadLetter:    false,
+		AttemptFromBroker:   true,
+		Replay:              false,
+		MaxMessageBytes:     maxBytes,
+		MaxBatch:            maxBatch,
+		RetainedBeforeGroup: "kept in the stream (bounded by maxlen/maxage) and read by groups created later with start=0 (the default); start=$ skips them",
+	}
+}
+
+// NewPublisher returns a publisher that writes through client. The client
+// stays the caller's: Close does not close it. ctx bounds the initial
+// server check. The publisher is safe for concurrent use.
+func NewPublisher(ctx context.Context, client *redis.Client, cfg PublisherConfig) (relay.Publisher, error) {
+	return newPublisher(ctx, client, cfg, false)
+}
+
+func newPublisher(ctx context.Context, client *redis.Client, cfg PublisherConfig, own bool) (relay.Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	need := version{5, 0}
+	if cfg.MaxAge > 0 {
+		need = version{6, 2}
+	}
+	if err := checkServer(ctx, client, need, "XADD MINID trimming (maxage)"); err != nil {
+		return nil, err
+	}
+	d := &pubDriver{c: client, cfg: cfg, own: own, caps: capabilities(cfg.MaxBytes)}
+	return driver.NewPublisher(d, 0), nil
+}
+
+type pubDriver struct {
+	c    *redis.Client
+	cfg  PublisherConfig
+	own  bool
+	caps relay.Capabilities
+}
+
+func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// ValidateMessage checks the size of the entry as written (field names
+// included) against MaxBytes.
+func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+	if n := encodedSize(m); n > d.cfg.MaxBytes {
+		return &relay.LimitError{MessageID: m.ID, What: "message size", Limit: d.cfg.MaxBytes, Actual: n}
+	}
+	return nil
+}
+
+func (d *pubDriver) xaddArgs(key string, m *relay.Message, minID string) *redis.XAddArgs {
+	a := &redis.XAddArgs{Stream: key, ID: "*", Values: Encode(m)}
+	if d.cfg.MaxLen > 0 {
+		a.MaxLen, a.Approx = d.cfg.MaxLen, true
+	} else if minID != "" {
+		a.MinID, a.Approx = minID, true
+	}
+	return a
+}
+
+// SendBatch pipelines one XADD per message in one round trip. Messages
+// that fail with a connection problem (Redis restarting, network down) are
+// sent again with backoff until ctx is done; a message that Redis rejects
+// is reported in a *relay.PublishError.
+func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
+	key := d.cfg.Prefix + topic
+	var minID string
+	if d.cfg.MaxAge > 0 {
+		minID = strconv.FormatInt(time.Now().Add(-d.cfg.MaxAge).UnixMilli(), 10) + "-0"
+	}
+	todo := msgs
+	var failed []relay.MessageFailure
+	var bo backoff.Backoff
+	for {
+		cmds := make([]*redis.StringCmd, len(todo))
+		_, _ = d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, m := range todo {
+				cmds[i] = p.XAdd(ctx, d.xaddArgs(key, m, minID))
+			}
+			return nil
+		})
+		var retry []*relay.Message
+		var lastErr error
+		for i, c := range cmds {
+			err := c.Err()
+			switch {
+			case err == nil:
+			case transient(err) && ctx.Err() == nil:
+				retry = append(retry, todo[i])
+				lastErr = err
+			default:
+				failed = append(failed, relay.MessageFailure{ID: todo[i].ID, Err: publishErr(ctx, err)})
+			}
+		}
+		if len(retry) > 0 && bo.Sleep(ctx) {
+			todo = retry
+			continue
+		}
+		for _, m := range retry {
+			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("redisstream: %w (last error: %v)", ctx.Err(), lastErr)})
+		}
+		break
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	if len(failed) == len(msgs) && allSame(failed) {
+		return failed[0].Err
+	}
+	return &relay.PublishError{Failed: failed}
+}
+
+func publishErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("redisstream: %w: %v", cerr, err)
+	}
+	return fmt.Errorf("redisstream: XADD: %w", err)
+}
+
+func allSame(f []relay.MessageFailure) bool {
+	for _, x := range f[1:] {
+		if x.Err.Error() != f[0].Err.Error() {
+			return false
+		}
+	}
+	return true
+}
+
+// Close closes the client when the publisher opened it from a URL.
+func (d *pubDriver) Close() error {
+	if d.own {
+		return d.c.Close()
+	}
+	return nil
+}

@@ -1,0 +1,456 @@
+package redisstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay/internal/driver"
+)
+
+// scanDone is the XAUTOCLAIM cursor of a complete pass over the PEL.
+const scanDone = "0-0"
+
+// handle is the settlement token of one delivered entry.
+type handle struct {
+	id      string
+	settled bool // guarded by receiver.smu
+}
+
+// receiver is one subscription: one consumer of the group on one stream.
+//
+// Receive runs on one goroutine and owns the read state. Settle, Extend
+// and Release are serialized by smu, so that a lease extension never
+// takes back an entry that a concurrent Nack has just handed back.
+type receiver struct {
+	c        *redis.Client // shared pool: claims, settlements, CLIENT UNBLOCK
+	rc       *redis.Client // one dedicated connection for blocking reads
+	key      string
+	group    string
+	consumer string
+	cfg      *SubscriberConfig
+	log      *slog.Logger
+	freeName func()
+	stopWake func() bool
+
+	// Read state, owned by the Receive goroutine.
+	recovering  bool   // reading this consumer's own PEL left by an earlier incarnation
+	ownCursor   string // last ID of the own-PEL read
+	claimCursor string // XAUTOCLAIM cursor; scanDone between passes
+	nextClaim   time.Time
+	claimNow    atomic.Bool // a Nack handed entries back: claim at once
+
+	smu sync.Mutex
+
+	clientID      atomic.Int64 // CLIENT ID of rc's connection
+	unblockDenied atomic.Bool
+	wmu           sync.Mutex
+	reading       bool // a blocking XREADGROUP is in progress
+	wantWake      bool
+	waking        bool
+	closed        bool
+	wakers        sync.WaitGroup
+}
+
+func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeName func()) *receiver {
+	r := &receiver{
+		c:           d.c,
+		key:         key,
+		group:       d.cfg.Group,
+		consumer:    consumer,
+		cfg:         &d.cfg,
+		log:         d.cfg.Logger.With("backend", "redis", "stream", key, "group", d.cfg.Group, "consumer", consumer),
+		freeName:    freeName,
+		recovering:  true,
+		ownCursor:   "0",
+		claimCursor: scanDone,
+	}
+	opts := *d.c.Options()
+	opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns = 1, 0, 1, 1
+	userHook := opts.OnConnect
+	opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		if id, err := cn.ClientID(ctx).Result(); err == nil {
+			r.clientID.Store(id)
+		}
+		if userHook != nil {
+			return userHook(ctx, cn)
+		}
+		return nil
+	}
+	r.rc = redis.NewClient(&opts)
+	r.stopWake = context.AfterFunc(ctx, r.wake)
+	return r
+}
+
+// Receive returns up to max entries: first this consumer's own pending
+// entries left by an earlier incarnation, then entries handed back or idle
+// longer than ClaimIdle (every ClaimEvery, or at once after a Nack), then
+// new entries, waiting up to Block for them.
+func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var got []driver.Received
+		var err error
+		switch {
+		case r.recovering:
+			got, err = r.readOwn(ctx, max)
+		case r.claimCursor != scanDone || r.claimNow.Load() || !time.Now().Before(r.nextClaim):
+			got, err = r.claim(ctx, max)
+		default:
+			got, err = r.readNew(ctx, max)
+		}
+		if len(got) > 0 {
+			return got, nil
+		}
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !noGroup(err) {
+			return nil, err
+		}
+		// The stream or the group vanished, typically because Redis
+		// restarted without persistence. Start again from the oldest entry
+		// so that nothing published since is skipped.
+		r.log.Warn("relay: redis consumer group is gone (server restarted without persistence?); recreating it", "err", err)
+		if err := ensureGroup(ctx, r.c, r.key, r.group, StartOldest); err != nil {
+			return nil, err
+		}
+		r.claimCursor = scanDone
+	}
+}
+
+// readOwn reads this consumer's PEL (entries delivered to an earlier
+// subscription of the same name that were never settled).
+func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, error) {
+	res, err := r.c.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: r.group, Consumer: r.consumer, Streams: []string{r.key, r.ownCursor}, Count: int64(max), Block: -1,
+	}).Result()
+	if err == redis.Nil {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var msgs []redis.XMessage
+	for _, s := range res {
+		msgs = append(msgs, s.Messages...)
+	}
+	if len(msgs) == 0 {
+		r.recovering = false
+		return nil, nil
+	}
+	r.ownCursor = msgs[len(msgs)-1].ID
+	return r.withAttempts(ctx, msgs)
+}
+
+// claim runs one XAUTOCLAIM step of the pass over the group's PEL.
+func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error) {
+	if r.claimCursor == scanDone {
+		r.claimNow.Store(false) // this pass sees every hand-back made so far
+	}
+	msgs, next, err := r.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: r.key, Group: r.group, Consumer: r.consumer,
+		MinIdle: r.cfg.ClaimIdle, Start: r.claimCursor, Count: int64(max),
+	}).Result()
+	if err != nil {
+		r.claimCursor = scanDone
+		r.nextClaim = time.Now().Add(r.cfg.ClaimEvery)
+		return nil, err
+	}
+	if next == "" {
+		next = scanDone
+	}
+	r.claimCursor = next
+	if next == scanDone {
+		r.nextClaim = time.Now().Add(r.cfg.ClaimEvery)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	return r.withAttempts(ctx, msgs)
+}
+
+// withAttempts turns claimed or re-read entries into deliveries, with the
+// delivery counter of the PEL as Attempt. Entries deleted from the stream
+// while pending (trimmed) are acknowledged and skipped.
+func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]driver.Received, error) {
+	var gone []string
+	live := msgs[:0:0]
+	for _, m := range msgs {
+		if m.Values == nil {
+			gone = append(gone, m.ID)
+			continue
+		}
+		live = append(live, m)
+	}
+	cmds := make([]*redis.XPendingExtCmd, len(live))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if len(gone) > 0 {
+			p.XAck(ctx, r.key, r.group, gone...)
+		}
+		for i, m := range live {
+			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.key, Group: r.group, Start: m.ID, End: m.ID, Count: 1})
+		}
+		return nil
+	})
+	if len(gone) > 0 {
+		r.log.Warn("relay: pending redis entries were deleted from the stream (trimmed?) before they were acknowledged; dropped", "count", len(gone))
+	}
+	if err != nil && ctx.Err() == nil {
+		r.log.Debug("relay: reading redis delivery counts", "err", err)
+	}
+	out := make([]driver.Received, len(live))
+	for i, m := range live {
+		attempt := 2 // delivered before, at least once
+		if cmds[i] != nil {
+			if p, err := cmds[i].Result(); err == nil && len(p) == 1 && p[0].RetryCount > 0 {
+				attempt = int(p[0].RetryCount)
+			}
+		}
+		out[i] = driver.Received{Msg: Decode(m.ID, m.Values), Attempt: attempt, Handle: &handle{id: m.ID}}
+	}
+	return out, nil
+}
+
+// readNew waits up to Block (less when a claim pass is due) for new
+// entries. wake interrupts the wait.
+func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, error) {
+	block := min(r.cfg.Block, time.Until(r.nextClaim))
+	if block < time.Millisecond {
+		block = time.Millisecond
+	}
+	r.wmu.Lock()
+	if r.wantWake {
+		r.wantWake = false
+		r.wmu.Unlock()
+		return nil, nil
+	}
+	r.reading = true
+	r.wmu.Unlock()
+	res, err := r.rc.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: r.group, Consumer: r.consumer, Streams: []string{r.key, ">"}, Count: int64(max), Block: block,
+	}).Result()
+	r.wmu.Lock()
+	r.reading, r.wantWake = false, false
+	r.wmu.Unlock()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, s := range res {
+		n += len(s.Messages)
+	}
+	out := make([]driver.Received, 0, n)
+	for _, s := range res {
+		for _, m := range s.Messages {
+			out = append(out, driver.Received{Msg: Decode(m.ID, m.Values), Attempt: 1, Handle: &handle{id: m.ID}})
+		}
+	}
+	return out, nil
+}
+
+// wake interrupts a blocking read (on ctx end or after a Nack), using
+// CLIENT UNBLOCK on the reader's connection. It never blocks.
+func (r *receiver) wake() {
+	r.wmu.Lock()
+	defer r.wmu.Unlock()
+	r.wantWake = true
+	if !r.reading || r.waking || r.closed || r.unblockDenied.Load() {
+		return
+	}
+	r.waking = true
+	r.wakers.Add(1)
+	go r.unblock()
+}
+
+// unblock sends CLIENT UNBLOCK until the read returns: the command is a
+// no-op when it reaches the server before the read does, so it repeats.
+func (r *receiver) unblock() {
+	defer r.wakers.Done()
+	defer func() {
+		r.wmu.Lock()
+		r.waking = false
+		r.wmu.Unlock()
+	}()
+	for range 200 {
+		r.wmu.Lock()
+		busy := r.reading && r.wantWake
+		r.wmu.Unlock()
+		if !busy {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		n, err := r.c.ClientUnblock(ctx, r.clientID.Load()).Result()
+		cancel()
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "NOPERM") || strings.Contains(err.Error(), "unknown") {
+				r.unblockDenied.Store(true)
+				r.log.Info("relay: CLIENT UNBLOCK is not permitted; Close and Nack wait up to block= for a read to end", "err", err)
+			}
+			return
+		}
+		if n == 1 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Settle sends the acks (one XACK) and hands the nacked entries back to
+// the group, in one round trip.
+func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	var acks, nacks []string
+	for _, s := range batch {
+		h := s.Handle.(*handle)
+		h.settled = true
+		if s.Ack {
+			acks = append(acks, h.id)
+		} else {
+			nacks = append(nacks, h.id)
+		}
+	}
+	var ack, back redis.Cmder
+	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if len(acks) > 0 {
+			ack = p.XAck(ctx, r.key, r.group, acks...)
+		}
+		if len(nacks) > 0 {
+			back = r.handback(ctx, p, nacks)
+		}
+		return nil
+	})
+	if len(nacks) > 0 {
+		r.claimNow.Store(true)
+		r.wake()
+	}
+	for _, c := range []redis.Cmder{ack, back} {
+		if c != nil && c.Err() != nil && !noGroup(c.Err()) {
+			return fmt.Errorf("redisstream: settling: %w", c.Err())
+		}
+	}
+	return nil
+}
+
+// handback queues XCLAIM of ids to HandbackConsumer with the oldest
+// possible delivery time, so that the next XAUTOCLAIM of any consumer takes
+// them. JUSTID leaves the delivery counter as it is; the claim that
+// redelivers the entry increments it.
+func (r *receiver) handback(ctx context.Context, p redis.Pipeliner, ids []string) redis.Cmder {
+	args := make([]any, 0, 9+len(ids))
+	args = append(args, "xclaim", r.key, r.group, HandbackConsumer, 0)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, "time", 1, "justid")
+	return p.Do(ctx, args...)
+}
+
+// Extend resets the idle time of the entries still held, so that other
+// consumers' XAUTOCLAIM does not take them.
+func (r *receiver) Extend(ctx context.Context, handles []any) error {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	ids := make([]string, 0, len(handles))
+	for _, h := range handles {
+		if h := h.(*handle); !h.settled {
+			ids = append(ids, h.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	err := r.c.XClaimJustID(ctx, &redis.XClaimArgs{Stream: r.key, Group: r.group, Consumer: r.consumer, Messages: ids}).Err()
+	if err != nil && !noGroup(err) {
+		return fmt.Errorf("redisstream: extending leases: %w", err)
+	}
+	return nil
+}
+
+// Release hands unsettled entries back to the group at once.
+func (r *receiver) Release(ctx context.Context, handles []any) error {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	ids := make([]string, 0, len(handles))
+	for _, h := range handles {
+		if h := h.(*handle); !h.settled {
+			h.settled = true
+			ids = append(ids, h.id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var back redis.Cmder
+	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		back = r.handback(ctx, p, ids)
+		return nil
+	})
+	if err := back.Err(); err != nil && !noGroup(err) {
+		return fmt.Errorf("redisstream: releasing: %w", err)
+	}
+	return nil
+}
+
+// Close stops the reader, hands back whatever is still pending for this
+// consumer (settlements that never reached Redis) and deletes the
+// consumer, so that the group's consumer list does not grow with every
+// subscription.
+func (r *receiver) Close() error {
+	r.stopWake()
+	r.wmu.Lock()
+	r.closed = true
+	r.wmu.Unlock()
+	r.wakers.Wait()
+	err := r.rc.Close()
+	defer r.freeName()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pend, perr := r.c.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: r.key, Group: r.group, Start: "-", End: "+", Count: 10000, Consumer: r.consumer,
+	}).Result()
+	if perr != nil {
+		if !noGroup(perr) {
+			r.log.Debug("relay: redis consumer cleanup skipped", "err", perr)
+		}
+		return err
+	}
+	if len(pend) > 0 {
+		ids := make([]string, len(pend))
+		for i, p := range pend {
+			ids[i] = p.ID
+		}
+		var back redis.Cmder
+		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			back = r.handback(ctx, p, ids)
+			return nil
+		})
+		if back.Err() != nil {
+			r.log.Debug("relay: redis consumer cleanup: hand-back failed", "err", back.Err())
+			return err
+		}
+		if len(pend) == 10000 {
+			return err // more left; keep the consumer
+		}
+	}
+	if derr := r.c.XGroupDelConsumer(ctx, r.key, r.group, r.consumer).Err(); derr != nil && !noGroup(derr) {
+		r.log.Debug("relay: deleting redis consumer", "err", derr)
+	}
+	return err
+}

@@ -1,0 +1,106 @@
+package redisstream
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/driver"
+)
+
+// NewSubscriber returns a subscriber for cfg.Group that reads through
+// client. The client stays the caller's: Close does not close it. ctx
+// bounds the initial server check, which fails when the server is older
+// than Redis 6.2 (no XAUTOCLAIM). The subscriber is safe for concurrent use
+// and implements relay.Provisioner.
+func NewSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConfig) (relay.Subscriber, error) {
+	return newSubscriber(ctx, client, cfg, false)
+}
+
+func newSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConfig, own bool) (relay.Subscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	if err := checkServer(ctx, client, version{6, 2}, "XAUTOCLAIM (taking over the pending entries of crashed consumers)"); err != nil {
+		return nil, err
+	}
+	d := &subDriver{c: client, cfg: cfg, own: own, caps: capabilities(DefaultMaxBytes)}
+	return driver.NewSubscriber(d, driver.Options{
+		InFlight:    cfg.InFlight,
+		ExtendEvery: cfg.ClaimIdle / 3,
+		Logger:      cfg.Logger,
+	}), nil
+}
+
+type subDriver struct {
+	c    *redis.Client
+	cfg  SubscriberConfig
+	own  bool
+	caps relay.Capabilities
+}
+
+func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// Provision creates the stream and the group (at Start) if they do not
+// exist. Idempotent; an existing group is not moved.
+func (d *subDriver) Provision(ctx context.Context, topic string) error {
+	return ensureGroup(ctx, d.c, d.cfg.Prefix+topic, d.cfg.Group, d.cfg.Start)
+}
+
+func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
+	key := d.cfg.Prefix + topic
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := ensureGroup(cctx, d.c, key, d.cfg.Group, d.cfg.Start)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	name, release := acquireConsumer(key, d.cfg.Group, d.cfg.Consumer)
+	return newReceiver(ctx, d, key, name, release), nil
+}
+
+// Close closes the client when the subscriber opened it from a URL.
+func (d *subDriver) Close() error {
+	if d.own {
+		return d.c.Close()
+	}
+	return nil
+}
+
+// consumers are the consumer names taken by live subscriptions of this
+// process, keyed by stream, group and name.
+var consumers struct {
+	sync.Mutex
+	used map[string]bool
+}
+
+// acquireConsumer returns the first free name of base, base-2, base-3, ...
+// for (key, group) and a func that frees it.
+func acquireConsumer(key, group, base string) (string, func()) {
+	consumers.Lock()
+	defer consumers.Unlock()
+	if consumers.used == nil {
+		consumers.used = map[string]bool{}
+	}
+	for n := 1; ; n++ {
+		name := base
+		if n > 1 {
+			name = base + "-" + strconv.Itoa(n)
+		}
+		k := key + "\x00" + group + "\x00" + name
+		if consumers.used[k] {
+			continue
+		}
+		consumers.used[k] = true
+		return name, func() {
+			consumers.Lock()
+			delete(consumers.used, k)
+			consumers.Unlock()
+		}
+	}
+}

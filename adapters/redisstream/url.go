@@ -1,0 +1,175 @@
+package redisstream
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/urlopt"
+)
+
+// Schemes of this backend.
+const (
+	Scheme    = "redis"
+	SchemeTLS = "rediss"
+)
+
+func init() {
+	relay.Register(Scheme, opener{})
+	relay.Register(SchemeTLS, opener{})
+}
+
+type opener struct{}
+
+// OpenPublisher opens redis://[user:pass@]host:port/DB?... (see docs/redis.md).
+func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
+	p := urlopt.New(u)
+	opts := clientOptions(p, u)
+	cfg := PublisherConfig{
+		Prefix:   p.String("prefix", ""),
+		MaxBytes: p.Int("maxbytes", DefaultMaxBytes, 1),
+		MaxLen:   int64(p.Int("maxlen", 0, 0)),
+		MaxAge:   p.Duration("maxage", 0),
+	}
+	if cfg.MaxBytes > maxBulk {
+		p.Fail("maxbytes", "%d exceeds Redis's 512 MiB string limit", cfg.MaxBytes)
+	}
+	if cfg.MaxLen > 0 && cfg.MaxAge > 0 {
+		p.Fail("maxage", "maxlen and maxage exclude each other")
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(opts)
+	pub, err := newPublisher(ctx, c, cfg, true)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("redisstream: %s: %w", relay.Redact(u.String()), err)
+	}
+	return pub, nil
+}
+
+// OpenSubscriber opens redis://[user:pass@]host:port/DB?group=G&... (see docs/redis.md).
+func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
+	p := urlopt.New(u)
+	opts := clientOptions(p, u)
+	cfg := SubscriberConfig{
+		Group:      p.String("group", ""),
+		Consumer:   p.String("consumer", ""),
+		Prefix:     p.String("prefix", ""),
+		Start:      p.Enum("start", DefaultStart, StartOldest, StartNewest),
+		InFlight:   p.Int("inflight", DefaultInFlight, 1),
+		Block:      p.Duration("block", DefaultBlock),
+		ClaimIdle:  p.Duration("claim_idle", DefaultClaimIdle),
+		ClaimEvery: p.Duration("claim_every", DefaultClaimEvery),
+	}
+	if cfg.Group == "" {
+		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
+	}
+	if cfg.Consumer == HandbackConsumer {
+		p.Fail("consumer", "%q is reserved", HandbackConsumer)
+	}
+	if cfg.Block <= 0 {
+		p.Fail("block", "must be positive")
+	}
+	if cfg.ClaimIdle < minClaimIdle {
+		p.Fail("claim_idle", "must be at least %v", minClaimIdle)
+	}
+	if cfg.ClaimEvery <= 0 {
+		p.Fail("claim_every", "must be positive")
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(opts)
+	sub, err := newSubscriber(ctx, c, cfg, true)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("redisstream: %s: %w", relay.Redact(u.String()), err)
+	}
+	return sub, nil
+}
+
+// clientOptions builds go-redis options from the URL's host, user info,
+// path (the database number) and connection parameters.
+func clientOptions(p *urlopt.Params, u *url.URL) *redis.Options {
+	o := &redis.Options{
+		Addr:                  u.Host,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+	}
+	if u.Port() == "" {
+		host := u.Hostname()
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		o.Addr = net.JoinHostPort(host, "6379")
+	}
+	if u.User != nil {
+		o.Username = u.User.Username()
+		o.Password, _ = u.User.Password()
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil || n < 0 {
+			p.Fail("path", "database %q is not a non-negative number", db)
+		}
+		o.DB = n
+	}
+	o.DialTimeout = p.Duration("dial_timeout", 5*time.Second)
+	o.ReadTimeout = p.Duration("read_timeout", 3*time.Second)
+	o.WriteTimeout = p.Duration("write_timeout", 3*time.Second)
+	o.PoolSize = p.Int("pool_size", 0, 0)
+	o.ClientName = p.String("client_name", "")
+
+	tlsCA := p.String("tls_ca", "")
+	tlsCert := p.String("tls_cert", "")
+	tlsKey := p.String("tls_key", "")
+	tlsName := p.String("tls_server_name", "")
+	tlsInsecure := p.Bool("tls_insecure", false)
+	if !strings.EqualFold(u.Scheme, SchemeTLS) {
+		for _, name := range []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "tls_insecure"} {
+			if p.Has(name) {
+				p.Fail(name, "only valid with rediss://")
+			}
+		}
+		return o
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname(), InsecureSkipVerify: tlsInsecure}
+	if tlsName != "" {
+		tc.ServerName = tlsName
+	}
+	if tlsCA != "" {
+		pem, err := os.ReadFile(tlsCA)
+		if err != nil {
+			p.Fail("tls_ca", "%v", err)
+		} else {
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				p.Fail("tls_ca", "no PEM certificate in %s", tlsCA)
+			}
+			tc.RootCAs = pool
+		}
+	}
+	if (tlsCert == "") != (tlsKey == "") {
+		p.Fail("tls_cert", "tls_cert and tls_key must be given together")
+	} else if tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+		if err != nil {
+			p.Fail("tls_cert", "%v", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	o.TLSConfig = tc
+	return o
+}
