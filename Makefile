@@ -21,4 +21,4 @@ lint: ## gofmt check and go vet
 
 build: ## compile every package, and bin/relay when cmd/relay exists
 	$(GO) build ./...
-	@if [ -d cmd/relay ]; then echo "$(GO) build -o bin/relay ./cmd/relay"; $(GO) build -o bin/relay ./cmd/relay; fi
+	@if ls cmd/relay/*.go >/dev/null 2>&1; then echo "$(GO) build -o bin/relay ./cmd/relay"; $(GO) build -o bin/relay ./cmd/relay; fi
