@@ -29,7 +29,8 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	_ "github.com/go-relay/relay/adapters/memory" // registers mem://
+	_ "github.com/go-relay/relay/adapters/memory"      // registers mem://
+	_ "github.com/go-relay/relay/adapters/redisstream" // registers redis://, rediss://
 )
 
 // Order is the event the order service publishes.
