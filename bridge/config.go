@@ -17,6 +17,8 @@ const (
 	DefaultHTTPAddress     = "127.0.0.1:9470"
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultConcurrency     = 16
+	MaxConcurrency         = 4096
+	DefaultPublishTimeout  = 30 * time.Second
 	DefaultLogLevel        = "info"
 	DefaultLogFormat       = "text"
 	DefaultDedupTTL        = 24 * time.Hour
@@ -80,6 +82,9 @@ type Route struct {
 	// delivery order; set 1 to keep the order of the whole topic. The source
 	// URL's in-flight window must be at least this. Default 16.
 	Concurrency int
+	// PublishTimeout bounds one publish to the destination
+	// ("publish_timeout"). Default 30s.
+	PublishTimeout time.Duration
 	// Retry retries a failed publish in process before the message is
 	// nacked or poisoned ("retry"). Nil: default retry (5 attempts).
 	Retry *Retry
@@ -136,7 +141,9 @@ type Retry struct {
 // Poison names the poison topic of a route.
 type Poison struct {
 	// URL of the broker that keeps the poison topic ("url"). Default: the
-	// source URL, so that poisoned messages stay where they came from.
+	// source URL without its group= parameter, so that poisoned messages
+	// stay on the broker they came from; required when the source URL has
+	// other parameters.
 	URL string
 	// Topic is the poison topic ("topic"). Required.
 	Topic string
@@ -178,6 +185,9 @@ func (c Config) withDefaults() Config {
 		if r.Concurrency == 0 {
 			r.Concurrency = DefaultConcurrency
 		}
+		if r.PublishTimeout == 0 {
+			r.PublishTimeout = DefaultPublishTimeout
+		}
 		rt := Retry{}
 		if r.Retry != nil {
 			rt = *r.Retry
@@ -195,7 +205,7 @@ func (c Config) withDefaults() Config {
 		if r.Poison != nil {
 			p := *r.Poison
 			if p.URL == "" {
-				p.URL = r.From.URL
+				p.URL, _ = sourceAsPublisherURL(r.From.URL)
 			}
 			r.Poison = &p
 		}
@@ -299,8 +309,11 @@ func (r Route) validate(p *problems, path string) {
 		sourceHopID(r.From) == destHopID(Destination{URL: r.To.URL, Topic: toTopic, ID: r.To.ID}) {
 		p.add(dst, "route forwards %s to itself", r.From.Topic)
 	}
-	if r.Concurrency < 0 {
-		p.add(path+".concurrency", "%d: must be at least 1", r.Concurrency)
+	if r.Concurrency < 0 || r.Concurrency > MaxConcurrency {
+		p.add(path+".concurrency", "%d: want 1 to %d", r.Concurrency, MaxConcurrency)
+	}
+	if r.PublishTimeout < 0 {
+		p.add(path+".publish_timeout", "%v: must not be negative", r.PublishTimeout)
 	}
 	if rt := r.Retry; rt != nil {
 		if rt.MaxAttempts < 0 {
@@ -324,6 +337,8 @@ func (r Route) validate(p *problems, path string) {
 		}
 		if ps.URL != "" {
 			checkURL(p, path+".poison.url", ps.URL)
+		} else if _, ok := sourceAsPublisherURL(r.From.URL); !ok && r.From.URL != "" {
+			p.add(path+".poison.url", "required: from.url has parameters other than group=, which a publisher may not accept")
 		}
 		if ps.Topic != "" && (ps.Topic == r.From.Topic && (ps.URL == "" || ps.URL == r.From.URL)) {
 			p.add(path+".poison.topic", "%q is the route's source topic", ps.Topic)
@@ -360,4 +375,21 @@ func checkURL(p *problems, path, raw string) {
 	if !slices.Contains(relay.Schemes(), strings.ToLower(u.Scheme)) {
 		p.add(path, "unknown URL scheme %q (this binary has: %s)", u.Scheme, strings.Join(relay.Schemes(), ", "))
 	}
+}
+
+// sourceAsPublisherURL returns the source URL without group=; ok is false
+// when other query parameters remain (they may be subscriber options).
+func sourceAsPublisherURL(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw, false
+	}
+	q := u.Query()
+	q.Del("group")
+	if len(q) > 0 {
+		return raw, false
+	}
+	u.RawQuery = ""
+	u.ForceQuery = false
+	return u.String(), true
 }

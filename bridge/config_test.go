@@ -31,7 +31,7 @@ routes:
       url: mem://b
     concurrency: 4
     retry: {max_attempts: 3, initial_interval: 10ms}
-    poison: {topic: orders.poison}
+    poison: {topic: orders.poison, url: 'mem://p'}
     dedup: {ttl: 1h}
 `
 	c, err := bridge.Parse([]byte(src), "b.yaml", env(map[string]string{"GROUP": "bridge"}))
@@ -46,7 +46,7 @@ routes:
 	if r.Concurrency != 4 || r.Retry.MaxAttempts != 3 || r.Retry.InitialInterval != 10*time.Millisecond || r.Retry.MaxInterval != bridge.DefaultRetryMax {
 		t.Errorf("route options = %+v retry %+v", r, *r.Retry)
 	}
-	if r.Poison.URL != "mem://a?inflight=32" || r.Dedup.Store != "memory" || r.Dedup.TTL != time.Hour {
+	if r.Poison.URL != "mem://p" || r.Dedup.Store != "memory" || r.Dedup.TTL != time.Hour {
 		t.Errorf("poison %+v dedup %+v", *r.Poison, *r.Dedup)
 	}
 	if d.Log.Format != "json" || d.HTTP.Address != ":9999" || d.ShutdownTimeout != 5*time.Second {
@@ -95,6 +95,7 @@ routes:
 		`b.yaml:16:11: routes[1].from.group: required (or group= in the URL): bridges in one group share the work`,
 		`b.yaml:18:27: routes[1].retry.max_interval: 1s is less than initial_interval 2s`,
 		`b.yaml:19:13: routes[1].poison.topic: required`,
+		`b.yaml:19:13: routes[1].poison.url: required: from.url has parameters other than group=, which a publisher may not accept`,
 	}
 	got := make([]string, len(ce.Problems))
 	for i, p := range ce.Problems {

@@ -1,0 +1,160 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/go-relay/relay"
+)
+
+// Options are the parts of a bridge that are not configuration.
+type Options struct {
+	// Logger receives the bridge's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registry receives the bridge's metrics and is served on /metrics.
+	// Default: a new registry that also has the Go and process collectors.
+	Registry *prometheus.Registry
+}
+
+// ErrRunning is returned by Run when the bridge already runs or ran.
+var ErrRunning = errors.New("bridge: already running")
+
+// Bridge runs the routes of a Config.
+type Bridge struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	routes  []*route
+	started atomic.Bool
+}
+
+// New validates cfg and prepares a bridge; it connects to nothing (Run
+// does). The returned error is a *ConfigError when cfg is invalid.
+func New(cfg Config, opts Options) (*Bridge, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("bridge", cfg.Name)
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	m := newMetrics(reg)
+	b := &Bridge{cfg: cfg, log: log, reg: reg}
+	for _, rc := range cfg.Routes {
+		b.routes = append(b.routes, newRoute(rc, cfg.ShutdownTimeout, log, m.route(rc.Name)))
+	}
+	return b, nil
+}
+
+// Config returns the configuration the bridge runs, with defaults applied.
+func (b *Bridge) Config() Config { return b.cfg }
+
+// Run connects every route and forwards until ctx is done; then it drains:
+// no new message is taken, messages in flight are published and acked
+// (for up to ShutdownTimeout), messages received but not started are given
+// back to their group, and every connection is closed. A route whose broker
+// fails reconnects with backoff and is not ready meanwhile; it never stops
+// the others.
+//
+// Run blocks. It returns nil after a clean drain, an error wrapping
+// router.ErrCloseTimeout when messages were still in flight at the
+// timeout (they are redelivered later, not lost), and ErrRunning when
+// called twice.
+func (b *Bridge) Run(ctx context.Context) error {
+	if !b.started.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	b.log.Info("bridge starting", "routes", len(b.routes))
+	var wg sync.WaitGroup
+	errs := make([]error, len(b.routes))
+	for i, r := range b.routes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.run(ctx); err != nil {
+				errs[i] = fmt.Errorf("route %s: %w", r.cfg.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err != nil {
+		b.log.Warn("bridge stopped with errors", "err", err)
+	} else {
+		b.log.Info("bridge stopped: drained")
+	}
+	return err
+}
+
+// Ready returns nil when every route is subscribed to its source and both
+// of its endpoints report a usable connection; otherwise an error naming
+// each route that is not ready and why. Safe for concurrent use.
+func (b *Bridge) Ready() error {
+	var errs []error
+	for _, r := range b.routes {
+		if err := r.ready(); err != nil {
+			errs = append(errs, fmt.Errorf("route %s: %w", r.cfg.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Handler serves the operations endpoints:
+//
+//	/healthz  200 "ok" while the process runs (liveness)
+//	/readyz   200 "ready" when Ready is nil, else 503 with the reasons
+//	/metrics  Prometheus metrics
+//
+// Reasons never contain passwords.
+func (b *Bridge) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := b.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready:\n" + redactAll(err.Error()) + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))
+	return mux
+}
+
+// redactAll redacts every URL-looking word of s, as a last line of
+// defence: adapters' errors are expected to carry redacted URLs already.
+func redactAll(s string) string {
+	lines := strings.Split(s, "\n")
+	for l, line := range lines {
+		words := strings.Split(line, " ")
+		for i, w := range words {
+			if strings.Contains(w, "://") && strings.Contains(w, "@") {
+				trimmed := strings.Trim(w, `"'(),;`)
+				words[i] = strings.Replace(w, trimmed, relay.Redact(trimmed), 1)
+			}
+		}
+		lines[l] = strings.Join(words, " ")
+	}
+	return strings.Join(lines, "\n")
+}

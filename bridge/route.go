@@ -1,0 +1,342 @@
+package bridge
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/router"
+)
+
+// LagReporter is optionally implemented by a source Subscriber that can
+// tell how many messages of topic wait for its group (Kafka consumer lag,
+// Redis stream entries not yet delivered, queue depth). The bridge polls it
+// for the relay_bridge_source_lag_messages metric. It may block briefly on
+// the broker; ctx bounds it.
+type LagReporter interface {
+	Lag(ctx context.Context, topic string) (int64, error)
+}
+
+// openTimeout bounds connecting to one endpoint.
+const openTimeout = 30 * time.Second
+
+// route runs one Route: it opens the endpoints, runs a router whose single
+// handler forwards each message, and starts again with backoff when the
+// endpoints fail.
+type route struct {
+	cfg          Route
+	srcHop       string
+	dstHop       string
+	fromURL      string // source URL with group= set
+	shutdown     time.Duration
+	log          *slog.Logger
+	m            routeMetrics
+	pollInterval time.Duration
+
+	mu      sync.Mutex
+	sess    *session
+	lastErr error
+}
+
+// session is one connected run of a route.
+type session struct {
+	pub, sub io.Closer
+	pubH     relay.HealthChecker
+	subH     relay.HealthChecker
+	rt       *router.Router
+}
+
+func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics) *route {
+	r := &route{
+		cfg:          rc,
+		srcHop:       sourceHopID(rc.From),
+		dstHop:       destHopID(rc.To),
+		fromURL:      withGroup(rc.From.URL, rc.From.Group),
+		shutdown:     shutdown,
+		log:          log.With("route", rc.Name),
+		m:            m,
+		pollInterval: 5 * time.Second,
+	}
+	return r
+}
+
+// withGroup returns raw with group=g in its query, unless g is empty.
+func withGroup(raw, g string) string {
+	if g == "" {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set("group", g)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// run forwards until ctx is done, then drains. It returns nil after a
+// clean drain and router.ErrCloseTimeout (wrapped) when in-flight messages
+// outlived the shutdown timeout.
+func (r *route) run(ctx context.Context) error {
+	bo := backoff.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
+	for {
+		err := r.session(ctx)
+		if ctx.Err() != nil {
+			return err
+		}
+		r.setErr(err)
+		r.log.Error("route stopped; reconnecting", "err", err, "attempt", bo.Attempts()+1)
+		if !bo.Sleep(ctx) {
+			return nil
+		}
+	}
+}
+
+func (r *route) setErr(err error) {
+	r.mu.Lock()
+	r.sess, r.lastErr = nil, err
+	r.mu.Unlock()
+	r.m.srcUp.Set(0)
+	r.m.dstUp.Set(0)
+}
+
+// session connects, runs a router until ctx is done or the subscription
+// fails, and closes everything it opened.
+func (r *route) session(ctx context.Context) error {
+	var closers []io.Closer
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i].Close()
+		}
+	}
+	openCtx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
+	pub, err := relay.OpenPublisher(openCtx, r.cfg.To.URL)
+	if err != nil {
+		return fmt.Errorf("open destination %s: %w", relay.Redact(r.cfg.To.URL), err)
+	}
+	closers = append(closers, pub)
+	sub, err := relay.OpenSubscriber(openCtx, r.fromURL)
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("open source %s: %w", relay.Redact(r.fromURL), err)
+	}
+	closers = append(closers, sub)
+	poisonPub := pub
+	if p := r.cfg.Poison; p != nil && p.URL != r.cfg.To.URL {
+		if poisonPub, err = relay.OpenPublisher(openCtx, p.URL); err != nil {
+			closeAll()
+			return fmt.Errorf("open poison destination %s: %w", relay.Redact(p.URL), err)
+		}
+		closers = append(closers, poisonPub)
+	}
+	if pv, ok := sub.(relay.Provisioner); ok {
+		if err := pv.Provision(openCtx, r.cfg.From.Topic); err != nil {
+			closeAll()
+			return fmt.Errorf("provision source topic %q: %w", r.cfg.From.Topic, err)
+		}
+	}
+	cancel()
+
+	rt, err := router.New(router.Config{CloseTimeout: r.shutdown, Logger: r.log})
+	if err != nil {
+		closeAll()
+		return err
+	}
+	f := &forwarder{r: r, pub: pub, poison: poisonPub}
+	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
+		router.WithConcurrency(r.cfg.Concurrency),
+		router.WithMiddleware(r.middleware()...))
+	if err != nil {
+		closeAll()
+		return err
+	}
+	rt.Own(closers...)
+
+	s := &session{pub: pub, sub: sub, rt: rt}
+	s.pubH, _ = pub.(relay.HealthChecker)
+	s.subH, _ = sub.(relay.HealthChecker)
+	r.mu.Lock()
+	r.sess = s
+	r.mu.Unlock()
+
+	pollDone := make(chan struct{})
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	go func() {
+		defer close(pollDone)
+		r.poll(pollCtx, s, sub)
+	}()
+	r.log.Info("route connected", "from", relay.Redact(r.fromURL), "from_topic", r.cfg.From.Topic,
+		"to", relay.Redact(r.cfg.To.URL), "to_topic", r.cfg.To.Topic,
+		"concurrency", r.cfg.Concurrency, "hop_source", r.srcHop, "hop_destination", r.dstHop)
+	err = rt.Run(ctx)
+	stopPoll()
+	<-pollDone
+	if ctx.Err() != nil {
+		r.setErr(errors.New("stopped"))
+		if err != nil {
+			r.log.Warn("route drained with errors", "err", err)
+		} else {
+			r.log.Info("route drained")
+		}
+		return err
+	}
+	if err == nil {
+		err = errors.New("router stopped")
+	}
+	return err
+}
+
+// poll refreshes the endpoint and lag gauges until ctx is done.
+func (r *route) poll(ctx context.Context, s *session, sub relay.Subscriber) {
+	lr, hasLag := sub.(LagReporter)
+	t := time.NewTicker(r.pollInterval)
+	defer t.Stop()
+	for {
+		r.m.srcUp.Set(b2f(s.sourceErr() == nil))
+		r.m.dstUp.Set(b2f(s.destErr() == nil))
+		if hasLag {
+			lctx, cancel := context.WithTimeout(ctx, r.pollInterval)
+			if n, err := lr.Lag(lctx, r.cfg.From.Topic); err == nil {
+				r.m.lag.Set(float64(n))
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *session) sourceErr() error {
+	select {
+	case <-s.rt.Running():
+	default:
+		return errors.New("not subscribed yet")
+	}
+	select {
+	case <-s.rt.Done():
+		return errors.New("stopped")
+	default:
+	}
+	if s.subH != nil {
+		return s.subH.Health()
+	}
+	return nil
+}
+
+func (s *session) destErr() error {
+	if s.pubH != nil {
+		return s.pubH.Health()
+	}
+	return nil
+}
+
+// ready returns nil when the route's source is subscribed and both ends
+// report a usable connection, or why not.
+func (r *route) ready() error {
+	r.mu.Lock()
+	s, last := r.sess, r.lastErr
+	r.mu.Unlock()
+	if s == nil {
+		if last == nil {
+			return errors.New("connecting")
+		}
+		return fmt.Errorf("not connected: %w", last)
+	}
+	if err := s.sourceErr(); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if err := s.destErr(); err != nil {
+		return fmt.Errorf("destination: %w", err)
+	}
+	return nil
+}
+
+// forwarder is the route's router handler. It publishes the copy itself
+// (and returns no outputs), so that the retry, poison and dedup middleware
+// around it see the destination's answer: the router acks the source only
+// when the handler returned nil, which is after the destination confirmed.
+type forwarder struct {
+	r      *route
+	pub    relay.Publisher
+	poison relay.Publisher
+}
+
+func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
+	r := f.r
+	if looped(m.Metadata, r.srcHop, r.dstHop) {
+		r.m.looped.Inc()
+		r.log.Debug("not forwarding a message that would loop", "id", m.ID, "hops", m.Metadata[HopsKey])
+		return nil, nil
+	}
+	c := m.Copy()
+	if c.Metadata == nil {
+		c.Metadata = relay.Metadata{}
+	}
+	addHop(c.Metadata, r.srcHop)
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := f.pub.Publish(pctx, r.cfg.To.Topic, c); err != nil {
+		return nil, fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
+	}
+	r.m.forwarded.Inc()
+	r.m.latency.Observe(time.Since(start).Seconds())
+	if t, ok := idTime(m.ID); ok {
+		r.m.age.Set(max(0, time.Since(t).Seconds()))
+	}
+	return nil, nil
+}
+
+// middleware is the route's handler chain, outermost first.
+func (r *route) middleware() []router.Middleware {
+	return []router.Middleware{r.observe}
+}
+
+// observe keeps the in-flight gauge and counts deliveries that failed.
+func (r *route) observe(next router.Handler) router.Handler {
+	return func(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
+		r.m.inFlight.Inc()
+		defer r.m.inFlight.Dec()
+		outs, err := next(ctx, m)
+		if err != nil {
+			r.m.failed.Inc()
+		}
+		return outs, err
+	}
+}
+
+// idTime returns the time in a UUIDv7 ID.
+func idTime(id string) (time.Time, bool) {
+	if len(id) != 36 || id[14] != '7' {
+		return time.Time{}, false
+	}
+	var b [6]byte
+	if _, err := hex.Decode(b[:4], []byte(id[0:8])); err != nil {
+		return time.Time{}, false
+	}
+	if _, err := hex.Decode(b[4:], []byte(id[9:13])); err != nil {
+		return time.Time{}, false
+	}
+	ms := int64(b[0])<<40 | int64(b[1])<<32 | int64(b[2])<<24 | int64(b[3])<<16 | int64(b[4])<<8 | int64(b[5])
+	return time.UnixMilli(ms), true
+}
