@@ -1,0 +1,446 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Defaults of the configuration. Each is documented on its field.
+const (
+	DefaultPort             = "9092"
+	DefaultClientID         = "relay"
+	DefaultDialTimeout      = 10 * time.Second
+	DefaultMetadataMinAge   = time.Second
+	DefaultMaxMessageBytes  = 1 << 20
+	DefaultInFlight         = 256
+	DefaultSessionTimeout   = 45 * time.Second
+	DefaultHeartbeat        = 3 * time.Second
+	DefaultRebalanceTimeout = 60 * time.Second
+	DefaultFetchMaxWait     = time.Second
+	DefaultMaxUncommitted   = 10000
+)
+
+// Start positions of a new group (SubscriberConfig.Start, start=).
+const (
+	StartEarliest = "earliest"
+	StartLatest   = "latest"
+)
+
+// Acknowledgement levels (PublisherConfig.Acks, acks=).
+const (
+	AcksAll    = "all"
+	AcksLeader = "leader"
+	AcksNone   = "none"
+)
+
+// SASL mechanisms (Config.SASLMechanism, sasl_mechanism=).
+const (
+	SASLPlain       = "plain"
+	SASLScramSHA256 = "scram-sha-256"
+	SASLScramSHA512 = "scram-sha-512"
+)
+
+// Config is what publishers and subscribers share: how to reach and
+// authenticate to the cluster, and how topics are created. The URL
+// parameter of each field is given in parentheses.
+type Config struct {
+	// Brokers are the seed brokers, host:port (URL host plus every seed=).
+	// A missing port means 9092. At least one is required.
+	Brokers []string
+	// ClientID identifies the client in broker logs and quotas (client_id=).
+	// Default "relay".
+	ClientID string
+	// DialTimeout bounds each connection attempt (dial_timeout=). Default 10s.
+	DialTimeout time.Duration
+	// MetadataMinAge is the shortest interval between metadata refreshes,
+	// which bounds how fast the client reacts to a moved leader or a dropped
+	// connection (metadata_min_age=). Default 1s.
+	MetadataMinAge time.Duration
+
+	// TLS enables TLS (tls=true). It is implied by any TLS file option.
+	TLS bool
+	// TLSCAFile is a PEM file of CAs to trust instead of the system pool (tls_ca=).
+	TLSCAFile string
+	// TLSCertFile and TLSKeyFile are a PEM client certificate and key for
+	// mutual TLS (tls_cert=, tls_key=); both or neither.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSInsecure skips verification of the broker certificate (tls_insecure=true).
+	// For tests only.
+	TLSInsecure bool
+	// TLSServerName overrides the name verified in the broker certificate
+	// (tls_server_name=).
+	TLSServerName string
+	// TLSConfig, when set, is used as is (cloned) and the TLS file options
+	// must be empty. Not reachable from a URL.
+	TLSConfig *tls.Config
+
+	// SASLMechanism is plain, scram-sha-256 or scram-sha-512
+	// (sasl_mechanism=). Empty: no SASL. Required when a user is given.
+	SASLMechanism string
+	// SASLUser and SASLPassword are the SASL credentials (sasl_user=,
+	// sasl_password=, or user:password@ in the URL). URLs are redacted
+	// before they are logged or put into errors.
+	SASLUser     string
+	SASLPassword string
+
+	// Partitions and Replication are used when a topic is created
+	// (partitions=, replication=). 0 means the broker's default
+	// (num.partitions, default.replication.factor).
+	Partitions  int
+	Replication int
+	// NoCreateTopics disables creating missing topics on first publish,
+	// Subscribe and Provision (create_topics=false). Default: topics are
+	// created.
+	NoCreateTopics bool
+
+	// Logger receives client warnings and errors. Default slog.Default().
+	// Not reachable from a URL.
+	Logger *slog.Logger
+}
+
+// PublisherConfig configures a publisher.
+type PublisherConfig struct {
+	Config
+	// Acks is how many replicas must confirm a record: all, leader or none
+	// (acks=). Default all. Publish returns only after this confirmation.
+	Acks string
+	// NoIdempotence disables the idempotent producer (idempotent=false).
+	// Idempotence needs acks=all; with another Acks it is disabled unless
+	// idempotent=true is asked for, which is then an error.
+	NoIdempotence bool
+	// Linger is how long a partition's batch waits for more records before
+	// it is sent (linger=). Default 0: send as soon as possible; records
+	// still batch while earlier requests are in flight.
+	Linger time.Duration
+	// Compression is none, gzip, snappy, lz4 or zstd (compression=).
+	// Default snappy.
+	Compression string
+	// MaxMessageBytes bounds one record as the broker counts it (key,
+	// value, headers and batch overhead) (max_message_bytes=). Default
+	// 1 MiB, below Kafka's default message.max.bytes (1048588). Larger
+	// messages fail at publish time with a *relay.LimitError.
+	MaxMessageBytes int
+	// DeliveryTimeout bounds how long a record may wait for delivery,
+	// retries included (delivery_timeout=). Default 0: bounded only by the
+	// Publish ctx.
+	DeliveryTimeout time.Duration
+}
+
+// SubscriberConfig configures a subscriber.
+type SubscriberConfig struct {
+	Config
+	// Group is the Kafka consumer group (group=). Required.
+	Group string
+	// Start is where a group that has no committed offset for the topic
+	// begins: earliest (the oldest retained record) or latest (records
+	// published from now on) (start=). Default earliest. See the package
+	// documentation.
+	Start string
+	// InFlight bounds the unsettled messages of one subscription, across
+	// its partitions (inflight=). Default 256.
+	InFlight int
+	// SessionTimeout is how long the group waits for a silent member
+	// before reassigning its partitions (session_timeout=). Default 45s.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is how often a member heartbeats; it bounds how
+	// quickly a member notices a rebalance (heartbeat_interval=). Default 3s.
+	HeartbeatInterval time.Duration
+	// RebalanceTimeout is how long the group waits for members to rejoin
+	// during a rebalance (rebalance_timeout=). Default 60s.
+	RebalanceTimeout time.Duration
+	// FetchMaxWait is how long the broker holds a fetch that has no data
+	// yet (fetch_max_wait=). Default 1s.
+	FetchMaxWait time.Duration
+	// Balancer is the partition assignor: cooperative-sticky, sticky,
+	// range or roundrobin (balancer=). Default cooperative-sticky.
+	Balancer string
+	// CommitInterval delays commits so that more acks share one commit
+	// request (commit_interval=). Default 0: commit as soon as the acked
+	// prefix advances, one commit request in flight at a time.
+	CommitInterval time.Duration
+	// MaxUncommitted bounds, per partition, the delivered records held
+	// behind the oldest unacked one (which blocks the commit position);
+	// beyond it fetching of that partition pauses until the oldest is
+	// settled (max_uncommitted=). Default 10000.
+	MaxUncommitted int
+	// ReadUncommitted also delivers records of open and aborted
+	// transactions (isolation=read_uncommitted). Default read_committed.
+	ReadUncommitted bool
+}
+
+type problem struct{ param, reason string }
+
+func (c *Config) defaults() {
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.MetadataMinAge <= 0 {
+		c.MetadataMinAge = DefaultMetadataMinAge
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSInsecure || c.TLSServerName != "" {
+		c.TLS = true
+	}
+	if c.TLSConfig != nil {
+		c.TLS = true
+	}
+	c.SASLMechanism = strings.ToLower(c.SASLMechanism)
+}
+
+func (c *Config) problems() []problem {
+	var ps []problem
+	if len(c.Brokers) == 0 {
+		ps = append(ps, problem{"seed", "no broker: give kafka://host:port or seed=host:port"})
+	}
+	for _, b := range c.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			ps = append(ps, problem{"seed", fmt.Sprintf("%q is not host:port", b)})
+		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		ps = append(ps, problem{"tls_cert", "tls_cert and tls_key go together"})
+	}
+	if c.TLSConfig != nil && (c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSInsecure || c.TLSServerName != "") {
+		ps = append(ps, problem{"tls", "TLSConfig excludes the TLS file options"})
+	}
+	switch c.SASLMechanism {
+	case "":
+		if c.SASLUser != "" || c.SASLPassword != "" {
+			ps = append(ps, problem{"sasl_mechanism", "required with SASL credentials: plain, scram-sha-256 or scram-sha-512"})
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if c.SASLUser == "" {
+			ps = append(ps, problem{"sasl_user", "required with sasl_mechanism"})
+		}
+	default:
+		ps = append(ps, problem{"sasl_mechanism", fmt.Sprintf("%q is not one of plain, scram-sha-256, scram-sha-512", c.SASLMechanism)})
+	}
+	if c.Partitions < 0 {
+		ps = append(ps, problem{"partitions", "must not be negative (0 = broker default)"})
+	}
+	if c.Replication < 0 || c.Replication > 32767 {
+		ps = append(ps, problem{"replication", "must be between 0 (broker default) and 32767"})
+	}
+	return ps
+}
+
+func (c *PublisherConfig) defaults() {
+	c.Config.defaults()
+	if c.Acks == "" {
+		c.Acks = AcksAll
+	}
+	if c.Acks != AcksAll {
+		c.NoIdempotence = true
+	}
+	if c.Compression == "" {
+		c.Compression = "snappy"
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+}
+
+func (c *PublisherConfig) problems() []problem {
+	ps := c.Config.problems()
+	switch c.Acks {
+	case "", AcksAll, AcksLeader, AcksNone:
+	default:
+		ps = append(ps, problem{"acks", fmt.Sprintf("%q is not one of all, leader, none", c.Acks)})
+	}
+	switch c.Compression {
+	case "", "none", "gzip", "snappy", "lz4", "zstd":
+	default:
+		ps = append(ps, problem{"compression", fmt.Sprintf("%q is not one of none, gzip, snappy, lz4, zstd", c.Compression)})
+	}
+	if c.MaxMessageBytes < 0 {
+		ps = append(ps, problem{"max_message_bytes", "must be positive"})
+	}
+	if c.Linger < 0 || c.Linger > time.Minute {
+		ps = append(ps, problem{"linger", "must be between 0 and 1m"})
+	}
+	return ps
+}
+
+// Validate reports every problem of the configuration at once, or nil.
+// Zero values stand for the documented defaults.
+func (c PublisherConfig) Validate() error { return join(c.problems()) }
+
+func (c *SubscriberConfig) defaults() {
+	c.Config.defaults()
+	if c.Start == "" {
+		c.Start = StartEarliest
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = DefaultInFlight
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeat
+	}
+	if c.RebalanceTimeout <= 0 {
+		c.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if c.FetchMaxWait <= 0 {
+		c.FetchMaxWait = DefaultFetchMaxWait
+	}
+	if c.Balancer == "" {
+		c.Balancer = "cooperative-sticky"
+	}
+	if c.MaxUncommitted <= 0 {
+		c.MaxUncommitted = DefaultMaxUncommitted
+	}
+}
+
+func (c *SubscriberConfig) problems() []problem {
+	ps := c.Config.problems()
+	if c.Group == "" {
+		ps = append(ps, problem{"group", "required: the consumer group of this subscriber"})
+	}
+	switch c.Start {
+	case "", StartEarliest, StartLatest:
+	default:
+		ps = append(ps, problem{"start", fmt.Sprintf("%q is not earliest or latest", c.Start)})
+	}
+	switch c.Balancer {
+	case "", "cooperative-sticky", "sticky", "range", "roundrobin":
+	default:
+		ps = append(ps, problem{"balancer", fmt.Sprintf("%q is not one of cooperative-sticky, sticky, range, roundrobin", c.Balancer)})
+	}
+	if c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {
+		ps = append(ps, problem{"heartbeat_interval", "must be shorter than session_timeout"})
+	}
+	if c.InFlight < 0 {
+		ps = append(ps, problem{"inflight", "must be positive"})
+	}
+	return ps
+}
+
+// Validate reports every problem of the configuration at once, or nil.
+// Zero values stand for the documented defaults.
+func (c SubscriberConfig) Validate() error { return join(c.problems()) }
+
+func join(ps []problem) error {
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = fmt.Errorf("kafka: %s: %s", p.param, p.reason)
+	}
+	return errors.Join(errs...)
+}
+
+// clientOpts are the kgo options every client of c uses.
+func (c *Config) clientOpts() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		kgo.ClientID(c.ClientID),
+		kgo.DialTimeout(c.DialTimeout),
+		kgo.MetadataMinAge(c.MetadataMinAge),
+		kgo.WithLogger(kgoLogger{c.Logger}),
+	}
+	if c.TLS {
+		tc, err := c.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	switch c.SASLMechanism {
+	case SASLPlain:
+		opts = append(opts, kgo.SASL(plain.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsMechanism()))
+	case SASLScramSHA256:
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsSha256Mechanism()))
+	case SASLScramSHA512:
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsSha512Mechanism()))
+	}
+	return opts, nil
+}
+
+func (c *Config) tlsConfig() (*tls.Config, error) {
+	if c.TLSConfig != nil {
+		return c.TLSConfig.Clone(), nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName, InsecureSkipVerify: c.TLSInsecure} //nolint:gosec // opt-in for tests
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: tls_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka: tls_ca: no PEM certificate in %s", c.TLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: tls_cert/tls_key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func (c *PublisherConfig) producerOpts() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.ProducerLinger(c.Linger),
+		kgo.ProducerBatchMaxBytes(int32(c.MaxMessageBytes)),
+	}
+	switch c.Acks {
+	case AcksAll:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case AcksLeader:
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+	case AcksNone:
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
+	}
+	if c.NoIdempotence {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	switch c.Compression {
+	case "none":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	case "gzip":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.GzipCompression()))
+	case "snappy":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+	case "lz4":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	case "zstd":
+		opts = append(opts, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	}
+	if c.DeliveryTimeout > 0 {
+		opts = append(opts, kgo.RecordDeliveryTimeout(c.DeliveryTimeout))
+	}
+	return opts
+}
+
+func (c *SubscriberConfig) balancer() kgo.GroupBalancer {
+	switch c.Balancer {
+	case "sticky":
+		return kgo.StickyBalancer()
+	case "range":
+		return kgo.RangeBalancer()
+	case "roundrobin":
+		return kgo.RoundRobinBalancer()
+	}
+	return kgo.CooperativeStickyBalancer()
+}

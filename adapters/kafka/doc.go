@@ -1,0 +1,52 @@
+// Package kafka is the Kafka backend (kafka://host:9092), built on
+// github.com/twmb/franz-go. Import it for its side effect of registering
+// the scheme:
+//
+//	import _ "github.com/go-relay/relay/adapters/kafka"
+//
+// URL: kafka://host:port?seed=host2:port&group=G&... Every field of
+// Config, PublisherConfig and SubscriberConfig is a query parameter (see
+// the field docs and docs/kafka.md); an unknown parameter is an error.
+//
+// # Publishing
+//
+// The producer is idempotent with acks=all by default. A message is one
+// record: Key is the record key (so it picks the partition), Payload the
+// value, ID and Metadata are headers (see the wire format in codec.go).
+// Publish produces the whole batch asynchronously and returns once every
+// record is acknowledged, or ctx ends; failed messages are named in a
+// *relay.PublishError. Missing topics are created with the configured
+// partitions and replication (create_topics=false turns this off).
+//
+// # Subscribing
+//
+// Each Subscribe is one member of the Kafka consumer group with a client
+// of its own. Up to InFlight messages are unsettled at a time, across the
+// member's partitions. A partition's offset is committed only up to the
+// contiguous prefix of acked records: an ack of offset 12 never commits
+// past an unacked 11. Commits are asynchronous (Ack does not wait) with
+// one commit request in flight; the acked prefix is also committed when
+// partitions are revoked and when the subscription ends, and the member
+// then leaves the group at once so another member takes its partitions
+// without waiting for the session timeout.
+//
+// Nack redelivers the record from memory to this subscription before any
+// new record, and the commit position stays below it until it is acked;
+// NackAfter is emulated by the shared layer. Attempt is counted in process
+// (Kafka has no delivery counter): it survives Nacks and rebalances inside
+// one process, and restarts at 1 in another process.
+//
+// Ordering is per partition, hence per Key, while no redelivery
+// intervenes. Records from foreign producers are delivered whatever their
+// headers: without a relay-id header the ID is "kafka:TOPIC:PARTITION:OFFSET".
+//
+// # Groups that do not exist yet
+//
+// A group without a committed offset for a topic starts at the oldest
+// retained record (start=earliest, the default), so messages published
+// before its first Subscribe are delivered. With start=latest, Subscribe
+// and Provision first commit the current end offsets for a new group, so
+// that exactly the messages published from then on are delivered.
+// Partitions that have no commit in a group that has others (for example
+// partitions added later) always start at the oldest record.
+package kafka

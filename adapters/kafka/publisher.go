@@ -1,0 +1,168 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/driver"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// NewPublisher connects a publisher. ctx bounds connecting only: the seed
+// brokers must answer a metadata request within it. The publisher is safe
+// for concurrent use; see relay.Publisher for Publish and Close.
+func NewPublisher(ctx context.Context, cfg PublisherConfig) (relay.Publisher, error) {
+	cfg.defaults()
+	if err := join(cfg.problems()); err != nil {
+		return nil, fmt.Errorf("%w: %w", relay.ErrBadURL, err)
+	}
+	opts, err := cfg.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, cfg.producerOpts()...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("kafka: connecting to %v: %w", cfg.Brokers, err)
+	}
+	d := &pubDriver{
+		cl:     cl,
+		topics: newTopicMaker(kadm.NewClient(cl), &cfg.Config),
+		caps:   capabilities(cfg.MaxMessageBytes),
+		create: !cfg.NoCreateTopics,
+	}
+	return driver.NewPublisher(d, 0), nil
+}
+
+func capabilities(maxBytes int) relay.Capabilities {
+	return relay.Capabilities{
+		Backend:             "kafka",
+		Durable:             true,
+		CrossProcess:        true,
+		Ordering:            relay.OrderPerKey,
+		NativeDelay:         false,
+		NativeDeadLetter:    false,
+		AttemptFromBroker:   false,
+		Replay:              true,
+		MaxMessageBytes:     maxBytes,
+		RetainedBeforeGroup: "kept: a new group starts at the oldest retained record (start=earliest, the default); with start=latest, only from Provision or the first Subscribe on",
+	}
+}
+
+type pubDriver struct {
+	cl     *kgo.Client
+	topics *topicMaker
+	caps   relay.Capabilities
+	create bool
+}
+
+func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
+
+func (d *pubDriver) ValidateTopic(topic string) error { return validateTopic(topic) }
+
+// ValidateMessage checks the record size as the broker counts it.
+func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+	if n := recordSize(m); n > d.caps.MaxMessageBytes {
+		what := "message size"
+		if len(m.Payload) > d.caps.MaxMessageBytes {
+			what = "payload"
+		}
+		return &relay.LimitError{MessageID: m.ID, What: what, Limit: d.caps.MaxMessageBytes, Actual: n}
+	}
+	return nil
+}
+
+// batchWait collects the outcome of one SendBatch's records.
+type batchWait struct {
+	mu      sync.Mutex
+	errs    []error
+	settled []bool
+	pending int
+	done    chan struct{}
+}
+
+func (b *batchWait) finish(i int, err error) {
+	b.mu.Lock()
+	b.errs[i] = err
+	b.settled[i] = true
+	b.pending--
+	last := b.pending == 0
+	b.mu.Unlock()
+	if last {
+		close(b.done)
+	}
+}
+
+// SendBatch produces every message asynchronously and waits until each is
+// acknowledged as configured (acks), or ctx ends. Messages not confirmed
+// are named in a *relay.PublishError; when none was confirmed and all
+// failed alike, the plain error is returned.
+func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
+	if d.create {
+		if err := d.topics.ensure(ctx, topic); err != nil {
+			return err
+		}
+	}
+	b := &batchWait{errs: make([]error, len(msgs)), settled: make([]bool, len(msgs)), pending: len(msgs), done: make(chan struct{})}
+	for i, m := range msgs {
+		d.cl.Produce(ctx, encodeRecord(topic, m), func(_ *kgo.Record, err error) { b.finish(i, err) })
+	}
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var failed []relay.MessageFailure
+	var first error
+	same := true
+	for i, m := range msgs {
+		err := b.errs[i]
+		if !b.settled[i] {
+			err = fmt.Errorf("kafka: delivery not confirmed before the context ended (it may still arrive): %w", ctx.Err())
+		}
+		if err == nil {
+			continue
+		}
+		err = mapProduceError(m, err)
+		if first == nil {
+			first = err
+		} else if err.Error() != first.Error() {
+			same = false
+		}
+		failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
+	}
+	switch {
+	case len(failed) == 0:
+		return nil
+	case len(failed) == len(msgs) && same:
+		return first
+	}
+	return &relay.PublishError{Failed: failed}
+}
+
+func mapProduceError(m *relay.Message, err error) error {
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		return &relay.LimitError{MessageID: m.ID, What: "message size", Detail: "rejected by Kafka: " + err.Error()}
+	case errors.Is(err, kgo.ErrClientClosed):
+		return fmt.Errorf("kafka: %w: %w", relay.ErrClosed, err)
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("kafka: topic does not exist (create_topics=false?): %w", err)
+	}
+	return fmt.Errorf("kafka: produce: %w", err)
+}
+
+func (d *pubDriver) Close() error {
+	d.cl.Close()
+	return nil
+}

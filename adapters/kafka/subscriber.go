@@ -1,0 +1,176 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/driver"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// brokerTimeout bounds the admin calls of Subscribe and every commit.
+const brokerTimeout = 10 * time.Second
+
+// NewSubscriber connects a subscriber for cfg.Group. ctx bounds connecting
+// only: the seed brokers must answer within it. The result also implements
+// relay.Provisioner and relay.CapabilityReporter. Safe for concurrent use.
+func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber, error) {
+	cfg.defaults()
+	if err := join(cfg.problems()); err != nil {
+		return nil, fmt.Errorf("%w: %w", relay.ErrBadURL, err)
+	}
+	opts, err := cfg.clientOpts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("kafka: connecting to %v: %w", cfg.Brokers, err)
+	}
+	adm := kadm.NewClient(cl)
+	brokers := slices.Clone(cfg.Brokers)
+	slices.Sort(brokers)
+	d := &subDriver{
+		cfg:    cfg,
+		opts:   opts,
+		admCl:  cl,
+		adm:    adm,
+		topics: newTopicMaker(adm, &cfg.Config),
+		caps:   capabilities(DefaultMaxMessageBytes),
+		scope:  strings.Join(brokers, ",") + "|" + cfg.Group,
+	}
+	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
+}
+
+type subDriver struct {
+	cfg    SubscriberConfig
+	opts   []kgo.Opt
+	admCl  *kgo.Client
+	adm    *kadm.Client
+	topics *topicMaker
+	caps   relay.Capabilities
+	scope  string // identifies brokers and group for the attempt memory
+}
+
+func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+func (d *subDriver) Close() error {
+	d.admCl.Close()
+	return nil
+}
+
+func (d *subDriver) ensureTopic(ctx context.Context, topic string) error {
+	if d.cfg.NoCreateTopics {
+		return d.topics.mustExist(ctx, topic)
+	}
+	return d.topics.ensure(ctx, topic)
+}
+
+// Provision creates topic (unless create_topics=false) and, for a group
+// that has no committed offset on it, commits the start position (the
+// oldest retained offsets for start=earliest, the end offsets for
+// start=latest), so the group exists and keeps every message published
+// from now on. Idempotent.
+func (d *subDriver) Provision(ctx context.Context, topic string) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	if err := d.ensureTopic(ctx, topic); err != nil {
+		return err
+	}
+	return d.ensureGroupStart(ctx, topic)
+}
+
+// ensureGroupStart commits the configured start position for a group with
+// no commit on topic and no live members. With live members the group
+// positions itself; with some commits, partitions lacking one start at
+// the oldest record, so nothing published to them is skipped.
+func (d *subDriver) ensureGroupStart(ctx context.Context, topic string) error {
+	group := d.cfg.Group
+	fetched, err := d.adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		fetched, err = nil, nil // some brokers say so for a group with no state
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: reading offsets of group %q: %w", group, err)
+	}
+	committed := false
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil && o.At >= 0 {
+			committed = true
+		}
+	})
+	if committed {
+		return nil
+	}
+	described, err := d.adm.DescribeGroups(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		described, err = nil, nil
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: describing group %q: %w", group, err)
+	}
+	if g, ok := described[group]; ok && g.Err == nil && len(g.Members) > 0 {
+		return nil
+	}
+	var listed kadm.ListedOffsets
+	if d.cfg.Start == StartLatest {
+		listed, err = d.adm.ListEndOffsets(ctx, topic)
+	} else {
+		listed, err = d.adm.ListStartOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: listing offsets of %q: %w", topic, err)
+	}
+	offsets := make(kadm.Offsets)
+	listed.Each(func(l kadm.ListedOffset) {
+		offsets.Add(kadm.Offset{Topic: l.Topic, Partition: l.Partition, At: l.Offset, LeaderEpoch: -1})
+	})
+	resp, err := d.adm.CommitOffsets(ctx, group, offsets)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: committing the start position of group %q on %q: %w", group, topic, err)
+	}
+	return nil
+}
+
+// Subscribe joins the group for topic with a client of its own. The topic
+// is created if missing (unless create_topics=false); with start=latest a
+// new group's position is fixed first, so nothing published after
+// Subscribe returns is skipped.
+func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, 3*brokerTimeout)
+	defer cancel()
+	if err := d.ensureTopic(actx, topic); err != nil {
+		return nil, err
+	}
+	if d.cfg.Start == StartLatest {
+		if err := d.ensureGroupStart(actx, topic); err != nil {
+			return nil, err
+		}
+	}
+	return newReceiver(d, topic)
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

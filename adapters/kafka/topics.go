@@ -1,0 +1,114 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-relay/relay"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// topicMaker creates missing topics once per client. Safe for concurrent use.
+type topicMaker struct {
+	adm         *kadm.Client
+	partitions  int32
+	replication int16
+
+	mu    sync.Mutex
+	known map[string]chan struct{} // closed once the topic is known to exist
+}
+
+func newTopicMaker(adm *kadm.Client, c *Config) *topicMaker {
+	t := &topicMaker{adm: adm, partitions: -1, replication: -1, known: map[string]chan struct{}{}}
+	if c.Partitions > 0 {
+		t.partitions = int32(c.Partitions)
+	}
+	if c.Replication > 0 {
+		t.replication = int16(c.Replication)
+	}
+	return t
+}
+
+// ensure makes sure topic exists, creating it with the configured
+// partitions and replication. Concurrent callers for one topic share one
+// attempt; a failed attempt is not cached.
+func (t *topicMaker) ensure(ctx context.Context, topic string) error {
+	for {
+		t.mu.Lock()
+		ch, ok := t.known[topic]
+		if !ok {
+			ch = make(chan struct{})
+			t.known[topic] = ch
+			t.mu.Unlock()
+			err := t.create(ctx, topic)
+			t.mu.Lock()
+			if err != nil {
+				delete(t.known, topic)
+			}
+			close(ch)
+			t.mu.Unlock()
+			return err
+		}
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		t.mu.Lock()
+		_, ok = t.known[topic]
+		t.mu.Unlock()
+		if ok {
+			return nil
+		}
+		// The attempt we waited for failed: try ourselves.
+	}
+}
+
+func (t *topicMaker) exists(ctx context.Context, topic string) (bool, error) {
+	td, err := t.adm.ListTopics(ctx, topic)
+	if err != nil {
+		return false, fmt.Errorf("kafka: looking up topic %q: %w", topic, err)
+	}
+	d, ok := td[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return false, nil
+	}
+	if d.Err != nil {
+		return false, fmt.Errorf("kafka: looking up topic %q: %w", topic, d.Err)
+	}
+	return true, nil
+}
+
+func (t *topicMaker) create(ctx context.Context, topic string) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	ok, err := t.exists(ctx, topic)
+	if err != nil || ok {
+		return err
+	}
+	_, err = t.adm.CreateTopic(ctx, t.partitions, t.replication, nil, topic)
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("kafka: creating topic %q: %w", topic, err)
+	}
+	return nil
+}
+
+// mustExist reports a missing topic as an error (create_topics=false).
+func (t *topicMaker) mustExist(ctx context.Context, topic string) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	ok, err := t.exists(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("kafka: topic %q does not exist and create_topics=false: %w", topic, relay.ErrInvalidTopic)
+	}
+	return nil
+}
