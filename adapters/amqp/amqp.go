@@ -1,0 +1,65 @@
+// Package amqp is the RabbitMQ backend (amqp:// and amqps://), built on
+// github.com/rabbitmq/amqp091-go.
+//
+// Import it for its side effect to open URLs with relay.OpenPublisher and
+// relay.OpenSubscriber:
+//
+//	import _ "github.com/go-relay/relay/adapters/amqp"
+//
+//	pub, err := relay.OpenPublisher(ctx, "amqp://guest:guest@localhost:5672/")
+//	sub, err := relay.OpenSubscriber(ctx, "amqp://guest:guest@localhost:5672/?group=billing")
+//
+// or use NewPublisher and NewSubscriber with a Config.
+//
+// Topology: a topic is a durable exchange (fanout by default); a group is a
+// durable queue "<topic>.<group>" bound to it, so every group gets a copy
+// of each message and the consumers of one group share them. Publishing is
+// confirmed and mandatory by default: a message no group queue is bound
+// for fails with ErrUnroutable rather than being dropped. Subscriber.Provision
+// creates a group's queue ahead of its first Subscribe.
+//
+// Semantics: at-least-once; per-topic order for a single consumer while no
+// redelivery intervenes; Attempt from the broker's delivery count on quorum
+// queues and from a relay header plus the redelivered flag on classic
+// queues; NackAfter through per-group delay queues (TTL + dead-lettering);
+// the connection is re-established with backoff and subscriptions resume,
+// while Publish waits for it within its ctx. Non-string AMQP headers from
+// other publishers (x-death, numbers, timestamps, tables) are delivered as
+// string metadata. See docs/amqp.md for every URL option.
+package amqp
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/go-relay/relay"
+)
+
+// Schemes registered by this package.
+const (
+	Scheme    = "amqp"
+	SchemeTLS = "amqps"
+)
+
+func init() {
+	relay.Register(Scheme, opener{})
+	relay.Register(SchemeTLS, opener{})
+}
+
+type opener struct{}
+
+func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
+	cfg, err := ParseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	return NewPublisher(ctx, cfg)
+}
+
+func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
+	cfg, err := ParseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	return NewSubscriber(ctx, cfg)
+}

@@ -1,0 +1,71 @@
+package amqp_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/adapters/amqp"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
+	base := brokerURL(t)
+	pubURL := withParams(t, base, kv...)
+	subURL := func(group string) string { return withParams(t, base, append([]string{"group", group}, kv...)...) }
+	return adaptertest.Harness{
+		NewPublisher: func(t testing.TB) relay.Publisher {
+			p, err := relay.OpenPublisher(context.Background(), pubURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := relay.OpenSubscriber(context.Background(), subURL(group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
+		},
+		PublisherURL:  pubURL,
+		SubscriberURL: subURL,
+	}
+}
+
+// TestConformance runs adaptertest against classic queues (the default:
+// Nack republishes for an exact Attempt), including a broker restart.
+func TestConformance(t *testing.T) {
+	c := newCleaner(t)
+	h := harness(t, c)
+	if why := canRestart(); why == "" {
+		h.Restart = restartBroker
+	} else {
+		t.Logf("no Restart hook: %s", why)
+	}
+	adaptertest.Run(t, h)
+}
+
+// TestConformanceQuorum runs adaptertest against quorum queues, where
+// Attempt comes from the broker's x-delivery-count.
+func TestConformanceQuorum(t *testing.T) {
+	c := newCleaner(t)
+	adaptertest.Run(t, harness(t, c, "queue_type", "quorum"))
+}
+
+// TestConformanceTopicRequeue runs adaptertest on topic exchanges with
+// classic queues and broker requeue on Nack.
+func TestConformanceTopicRequeue(t *testing.T) {
+	c := newCleaner(t)
+	h := harness(t, c, "exchange_kind", "topic", "nack_mode", "requeue")
+	// With broker requeue a classic queue only tells first delivery from
+	// redelivery, which is all adaptertest asks of Nack (Attempt 2); after
+	// NackAfter the copy carries the attempt, so 3 is exact too.
+	h.ReceiveTimeout = 30 * time.Second
+	adaptertest.Run(t, h)
+}

@@ -1,0 +1,333 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/backoff"
+)
+
+// State is the state of a publisher's or subscriber's broker connection.
+type State int
+
+const (
+	// StateConnected: the connection is open.
+	StateConnected State = iota + 1
+	// StateReconnecting: the connection was lost; it is being re-established
+	// with backoff. Publish calls wait (within their ctx) and subscriptions
+	// resume once it is back.
+	StateReconnecting
+	// StateClosed: Close was called.
+	StateClosed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateConnected:
+		return "connected"
+	case StateReconnecting:
+		return "reconnecting"
+	case StateClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// supervisor owns one AMQP connection and re-establishes it with backoff
+// when it drops. Users take the current connection with get; channels
+// opened on an old connection fail and their users come back for a new one.
+type supervisor struct {
+	cfg     *Config
+	dialCfg amqp091.Config
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	conn  *amqp091.Connection
+	gen   uint64        // increments with every new connection
+	ready chan struct{} // closed while conn is usable
+	state State
+
+	ctx     context.Context // cancelled by close
+	cancel  context.CancelFunc
+	closing <-chan struct{} // ctx.Done()
+	done    chan struct{}
+}
+
+// errConnClosed is returned by get after close.
+var errConnClosed = fmt.Errorf("amqp: connection closed: %w", relay.ErrClosed)
+
+// connect dials once, bounded by ctx and cfg.ConnectTimeout, and starts
+// supervising the connection.
+func connect(ctx context.Context, cfg *Config) (*supervisor, error) {
+	uri, err := amqp091.ParseURI(cfg.URL)
+	if err != nil {
+		return nil, &relay.URLError{URL: relay.Redact(cfg.URL), Reason: err.Error()}
+	}
+	dc := amqp091.Config{
+		Heartbeat:  cfg.Heartbeat,
+		Properties: amqp091.NewConnectionProperties(),
+		Locale:     "en_US",
+	}
+	if cfg.ConnectionName != "" {
+		dc.Properties.SetClientConnectionName(cfg.ConnectionName)
+	}
+	if uri.Scheme == "amqps" {
+		t, err := cfg.tlsConfig(uri.Host)
+		if err != nil {
+			return nil, err
+		}
+		dc.TLSClientConfig = t
+	}
+	s := &supervisor{
+		cfg:     cfg,
+		dialCfg: dc,
+		log:     cfg.logger().With("backend", "amqp", "broker", relay.Redact(cfg.URL)),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.closing = s.ctx.Done()
+	conn, err := s.dial(ctx)
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("amqp: connecting to %s: %w", relay.Redact(cfg.URL), err)
+	}
+	s.install(conn)
+	go s.run(conn)
+	return s, nil
+}
+
+// dial opens one connection. ctx and ConnectTimeout bound the TCP dial and
+// the TLS and AMQP handshakes.
+func (s *supervisor) dial(ctx context.Context) (*amqp091.Connection, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	defer cancel()
+	dc := s.dialCfg
+	var stop func() bool
+	var mu sync.Mutex
+	dc.Dial = func(network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		deadline, _ := ctx.Deadline()
+		if err := c.SetDeadline(deadline); err != nil {
+			c.Close()
+			return nil, err
+		}
+		mu.Lock()
+		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+		mu.Unlock()
+		return c, nil
+	}
+	conn, err := amqp091.DialConfig(s.cfg.URL, dc)
+	mu.Lock()
+	if stop != nil {
+		stop()
+	}
+	mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return conn, err
+}
+
+func (s *supervisor) install(conn *amqp091.Connection) {
+	s.mu.Lock()
+	s.conn = conn
+	s.gen++
+	close(s.ready)
+	s.mu.Unlock()
+	s.setState(StateConnected)
+}
+
+func (s *supervisor) setState(st State) {
+	s.mu.Lock()
+	changed := s.state != st
+	s.state = st
+	s.mu.Unlock()
+	if changed && s.cfg.OnStateChange != nil {
+		s.cfg.OnStateChange(st)
+	}
+}
+
+// State reports the connection state.
+func (s *supervisor) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// run watches the current connection and replaces it when it drops.
+func (s *supervisor) run(conn *amqp091.Connection) {
+	defer close(s.done)
+	bo := backoff.Backoff{Initial: s.cfg.ReconnectMin, Max: s.cfg.ReconnectMax}
+	for {
+		closed := conn.NotifyClose(make(chan *amqp091.Error, 1))
+		blocked := conn.NotifyBlocked(make(chan amqp091.Blocking, 4))
+		var reason *amqp091.Error
+	watch:
+		for {
+			select {
+			case <-s.closing:
+				return
+			case b, ok := <-blocked:
+				if !ok {
+					blocked = nil
+					continue
+				}
+				if b.Active {
+					s.log.Warn("relay: broker blocked the connection (resource alarm); publishing waits", "reason", b.Reason)
+				} else {
+					s.log.Info("relay: broker unblocked the connection")
+				}
+			case reason = <-closed:
+				break watch
+			}
+		}
+		s.mu.Lock()
+		s.conn = nil
+		s.ready = make(chan struct{})
+		s.mu.Unlock()
+		s.setState(StateReconnecting)
+		s.log.Warn("relay: connection lost; reconnecting", "err", reason)
+		for {
+			if !sleepOrClose(&bo, s.closing) {
+				return
+			}
+			c, err := s.dial(s.ctx)
+			if err == nil {
+				conn = c
+				break
+			}
+			s.log.Warn("relay: reconnect failed", "err", err, "attempt", bo.Attempts())
+		}
+		bo.Reset()
+		s.install(conn)
+		s.log.Info("relay: reconnected")
+	}
+}
+
+func sleepOrClose(bo *backoff.Backoff, closing <-chan struct{}) bool {
+	t := time.NewTimer(bo.Next())
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-closing:
+		return false
+	}
+}
+
+// get returns the current connection and its generation, waiting for a
+// reconnect within ctx.
+func (s *supervisor) get(ctx context.Context) (*amqp091.Connection, uint64, error) {
+	for {
+		s.mu.Lock()
+		conn, gen, ready := s.conn, s.gen, s.ready
+		s.mu.Unlock()
+		select {
+		case <-s.closing:
+			return nil, 0, errConnClosed
+		default:
+		}
+		if conn != nil {
+			return conn, gen, nil
+		}
+		select {
+		case <-ready:
+		case <-s.closing:
+			return nil, 0, errConnClosed
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("amqp: waiting for the connection: %w", ctx.Err())
+		}
+	}
+}
+
+// current returns the generation of the connection now in use (0 while
+// reconnecting).
+func (s *supervisor) current() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return 0
+	}
+	return s.gen
+}
+
+// openChannel opens a channel on the current connection.
+func (s *supervisor) openChannel(ctx context.Context) (*amqp091.Channel, uint64, error) {
+	conn, gen, err := s.get(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, 0, fmt.Errorf("amqp: opening a channel: %w", err)
+	}
+	return ch, gen, nil
+}
+
+// close stops supervising and closes the connection within timeout.
+// Idempotent.
+func (s *supervisor) close(timeout time.Duration) error {
+	s.cancel()
+	<-s.done
+	s.mu.Lock()
+	conn := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	var err error
+	if conn != nil {
+		err = conn.CloseDeadline(time.Now().Add(timeout))
+		if errors.Is(err, amqp091.ErrClosed) {
+			err = nil
+		}
+	}
+	s.setState(StateClosed)
+	return err
+}
+
+// Error classification.
+
+// isPermanent reports whether err is a broker refusal that a retry on a new
+// channel would meet again: access refused, not found (after a redeclare),
+// precondition failed, not allowed.
+func isPermanent(err error) bool {
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.Code {
+	case amqp091.AccessRefused, amqp091.PreconditionFailed, amqp091.NotAllowed, amqp091.NotImplemented,
+		amqp091.ResourceLocked, amqp091.SyntaxError, amqp091.CommandInvalid:
+		return true
+	}
+	return false
+}
+
+func isNotFound(err error) bool {
+	var ae *amqp091.Error
+	return errors.As(err, &ae) && ae.Code == amqp091.NotFound
+}
+
+// health is the relay.HealthChecker answer for a supervised connection.
+func (s *supervisor) health() error {
+	switch st := s.State(); st {
+	case StateConnected:
+		return nil
+	case StateClosed:
+		return relay.ErrClosed
+	default:
+		return fmt.Errorf("amqp: connection to %s is %s", relay.Redact(s.cfg.URL), st)
+	}
+}

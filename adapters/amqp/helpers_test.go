@@ -1,0 +1,331 @@
+package amqp_test
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+// brokerURL is the RabbitMQ the tests use (RELAY_TEST_AMQP_URL or the local
+// one); the test fails (CI) or skips when it is unreachable.
+func brokerURL(t testing.TB) string {
+	t.Helper()
+	return testenv.AMQP(t)
+}
+
+// withParams returns base with the query parameters kv added.
+func withParams(t testing.TB, base string, kv ...string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Add(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func unique(prefix string) string { return prefix + "-" + relay.NewID()[24:] }
+
+// cleaner deletes the exchanges and queues a test created, so that the
+// shared broker does not fill up with test topology.
+type cleaner struct {
+	mu     sync.Mutex
+	topics map[string]bool
+	pairs  map[[2]string]bool // topic, group
+}
+
+func newCleaner(t testing.TB) *cleaner {
+	c := &cleaner{topics: map[string]bool{}, pairs: map[[2]string]bool{}}
+	t.Cleanup(func() { c.run(t) })
+	return c
+}
+
+func (c *cleaner) topic(topic string) {
+	c.mu.Lock()
+	c.topics[topic] = true
+	c.mu.Unlock()
+}
+
+func (c *cleaner) pair(topic, group string) {
+	c.mu.Lock()
+	c.topics[topic] = true
+	c.pairs[[2]string{topic, group}] = true
+	c.mu.Unlock()
+}
+
+func (c *cleaner) run(t testing.TB) {
+	u := testenv.URL("RELAY_TEST_AMQP_URL", testenv.DefaultAMQPURL)
+	conn, err := amqp091.Dial(u)
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p := range c.pairs {
+		q := p[0] + "." + p[1]
+		_, _ = ch.QueueDelete(q, false, false, false)
+		for k := 0; k <= 31; k++ {
+			_, _ = ch.QueueDelete(q+".relay-delay-"+strconv.FormatUint(1<<k, 10)+"ms", false, false, true)
+		}
+	}
+	for topic := range c.topics {
+		_ = ch.ExchangeDelete(topic, false, false)
+	}
+}
+
+// trackedSub records the topics a subscriber touches for the cleaner.
+type trackedSub struct {
+	*amqp.Subscriber
+	c     *cleaner
+	group string
+}
+
+func (s *trackedSub) Subscribe(ctx context.Context, topic string) (<-chan *relay.Message, error) {
+	s.c.pair(topic, s.group)
+	return s.Subscriber.Subscribe(ctx, topic)
+}
+
+func (s *trackedSub) Provision(ctx context.Context, topic string) error {
+	s.c.pair(topic, s.group)
+	return s.Subscriber.Provision(ctx, topic)
+}
+
+func parse(t testing.TB, raw string) amqp.Config {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := amqp.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func openPub(t testing.TB, kv ...string) *amqp.Publisher {
+	t.Helper()
+	return openPubCfg(t, parse(t, withParams(t, brokerURL(t), kv...)))
+}
+
+func openPubCfg(t testing.TB, cfg amqp.Config) *amqp.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := amqp.NewPublisher(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func openSub(t testing.TB, c *cleaner, group string, kv ...string) *trackedSub {
+	t.Helper()
+	return openSubCfg(t, c, parse(t, withParams(t, brokerURL(t), append([]string{"group", group}, kv...)...)))
+}
+
+func openSubCfg(t testing.TB, c *cleaner, cfg amqp.Config) *trackedSub {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := amqp.NewSubscriber(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return &trackedSub{Subscriber: s, c: c, group: cfg.Group}
+}
+
+func subscribe(t testing.TB, s relay.Subscriber, topic string) (<-chan *relay.Message, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := s.Subscribe(ctx, topic)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	return ch, cancel
+}
+
+func provision(t testing.TB, s relay.Provisioner, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Provision(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func publish(t testing.TB, p relay.Publisher, topic string, msgs ...*relay.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const waitLimit = 30 * time.Second
+
+func next(t testing.TB, ch <-chan *relay.Message, what string) *relay.Message {
+	t.Helper()
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: channel closed", what)
+		}
+		return m
+	case <-time.After(waitLimit):
+		t.Fatalf("%s: nothing within %v", what, waitLimit)
+	}
+	return nil
+}
+
+// quiet returns a message that arrives on ch within d, or nil.
+func quiet(ch <-chan *relay.Message, d time.Duration) *relay.Message {
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// rawChannel is a plain amqp091 channel on the test broker.
+func rawChannel(t testing.TB) *amqp091.Channel {
+	t.Helper()
+	conn, err := amqp091.Dial(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// Broker restarts. RabbitMQ's application is stopped and started with
+// rabbitmqctl (or the commands in RELAY_TEST_AMQP_STOP / _START).
+
+func stopCommand() string {
+	if c := os.Getenv("RELAY_TEST_AMQP_STOP"); c != "" {
+		return c
+	}
+	return "rabbitmqctl stop_app"
+}
+
+func startCommand() string {
+	if c := os.Getenv("RELAY_TEST_AMQP_START"); c != "" {
+		return c
+	}
+	return "rabbitmqctl start_app && rabbitmqctl await_startup"
+}
+
+// canRestart reports why the test broker cannot be restarted from here, or
+// "" when it can: the local default broker with rabbitmqctl, or any broker
+// when RELAY_TEST_AMQP_STOP and RELAY_TEST_AMQP_START say how.
+func canRestart() string {
+	if os.Getenv("RELAY_TEST_AMQP_STOP") != "" && os.Getenv("RELAY_TEST_AMQP_START") != "" {
+		return ""
+	}
+	if testenv.URL("RELAY_TEST_AMQP_URL", testenv.DefaultAMQPURL) != testenv.DefaultAMQPURL {
+		return "RELAY_TEST_AMQP_URL names another broker; set RELAY_TEST_AMQP_STOP and RELAY_TEST_AMQP_START to restart it"
+	}
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		return "rabbitmqctl is not installed here"
+	}
+	return ""
+}
+
+// restartLock serializes broker restarts with other test processes.
+func restartLock() func() {
+	f, err := os.OpenFile(os.TempDir()+"/relay-amqp-restart.lock", os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return func() {}
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }
+}
+
+// stopBroker stops RabbitMQ's application; it is started again at cleanup
+// if the test did not do it.
+func stopBroker(t testing.TB) {
+	t.Helper()
+	if why := canRestart(); why != "" {
+		t.Skipf("SKIP: cannot restart RabbitMQ: %s", why)
+	}
+	unlock := restartLock()
+	t.Cleanup(func() {
+		defer unlock()
+		if !brokerUp() {
+			startBroker(t)
+		}
+	})
+	if out, err := exec.Command("sh", "-c", stopCommand()).CombinedOutput(); err != nil {
+		t.Fatalf("stopping RabbitMQ (%s): %v: %s", stopCommand(), err, out)
+	}
+}
+
+// startBroker starts RabbitMQ's application and waits until it accepts
+// AMQP connections.
+func startBroker(t testing.TB) {
+	t.Helper()
+	if out, err := exec.Command("sh", "-c", startCommand()).CombinedOutput(); err != nil {
+		t.Errorf("starting RabbitMQ (%s): %v: %s", startCommand(), err, out)
+		return
+	}
+	for i := 0; i < 300; i++ {
+		if brokerUp() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("RabbitMQ does not accept connections after %q", startCommand())
+}
+
+func brokerUp() bool {
+	conn, err := amqp091.DialConfig(testenv.URL("RELAY_TEST_AMQP_URL", testenv.DefaultAMQPURL),
+		amqp091.Config{Dial: amqp091.DefaultDial(2 * time.Second)})
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// restartBroker is adaptertest's Restart hook.
+func restartBroker(t testing.TB) {
+	t.Helper()
+	stopBroker(t)
+	startBroker(t)
+}

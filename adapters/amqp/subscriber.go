@@ -1,0 +1,550 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/internal/driver"
+)
+
+// closeWait bounds how long closing a channel may take before the
+// connection's close takes over.
+const closeWait = 5 * time.Second
+
+// Subscriber is a relay.Subscriber for one group on RabbitMQ, safe for
+// concurrent use. It also implements relay.Provisioner.
+//
+// Each Subscribe declares the topic's exchange, the group's queue and its
+// bindings, then consumes the queue on its own channel with a prefetch of
+// InFlight. Settlements are batched: runs of acks at the head of the
+// unsettled window become one multiple ack. Nack requeues or republishes
+// (see NackMode); NackAfter goes through a delay queue; with
+// RequeueOnNack=false or at DeliveryLimit the message is rejected to the
+// dead-letter exchange. When the connection or the channel drops, the
+// subscription re-declares its topology and consumes again; messages
+// delivered on the old channel are redelivered by the broker, and settling
+// them does nothing.
+type Subscriber struct {
+	*driver.Subscriber
+	d *subDriver
+}
+
+// State reports the connection state.
+func (s *Subscriber) State() State { return s.d.sup.State() }
+
+// NewSubscriber connects to cfg.URL (bounded by ctx and cfg.ConnectTimeout)
+// and returns a subscriber for cfg.Group.
+func NewSubscriber(ctx context.Context, cfg Config) (*Subscriber, error) {
+	if err := cfg.validate(roleSubscriber); err != nil {
+		return nil, err
+	}
+	sup, err := connect(ctx, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &subDriver{
+		cfg:   cfg,
+		sup:   sup,
+		names: names{exchangePrefix: cfg.ExchangePrefix, queuePrefix: cfg.QueuePrefix, group: cfg.Group},
+		caps:  capabilities(&cfg),
+		log:   cfg.logger().With("backend", "amqp", "group", cfg.Group),
+	}
+	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, Logger: cfg.Logger})
+	return &Subscriber{Subscriber: s, d: d}, nil
+}
+
+type subDriver struct {
+	cfg   Config
+	sup   *supervisor
+	names names
+	caps  relay.Capabilities
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	dlxGen uint64
+
+	bg sync.WaitGroup // background channel closes
+}
+
+func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// Close implements driver.SubscribeDriver.
+func (d *subDriver) Close() error {
+	err := d.sup.close(closeWait)
+	d.bg.Wait()
+	return err
+}
+
+// closeChannel closes ch in the background; the connection's close bounds it.
+func (d *subDriver) closeChannel(ch *amqp091.Channel) {
+	if ch == nil {
+		return
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		_ = ch.Close()
+	}()
+}
+
+// Provision implements driver.ProvisionDriver: it declares the exchange,
+// the group's queue and its bindings, waiting for the connection within ctx.
+func (d *subDriver) Provision(ctx context.Context, topic string) error {
+	if err := d.names.validateSubscribe(topic); err != nil {
+		return err
+	}
+	bo := backoff.Backoff{Initial: d.cfg.ReconnectMin, Max: d.cfg.ReconnectMax}
+	for {
+		err := d.provisionOnce(ctx, topic)
+		if err == nil || isPermanent(err) || errors.Is(err, relay.ErrClosed) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		d.log.Debug("relay: provision failed; retrying", "err", err)
+		if !bo.Sleep(ctx) {
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		}
+	}
+}
+
+func (d *subDriver) provisionOnce(ctx context.Context, topic string) error {
+	conn, gen, err := d.sup.get(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.ensureDLX(conn, gen); err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("amqp: opening a channel: %w", err)
+	}
+	defer d.closeChannel(ch)
+	return d.declareGroup(ch, topic)
+}
+
+// Subscribe implements driver.SubscribeDriver. When connected it sets the
+// subscription up at once, so that configuration errors surface here;
+// while reconnecting it returns and the subscription starts once the
+// connection is back.
+func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
+	if err := d.names.validateSubscribe(topic); err != nil {
+		return nil, err
+	}
+	q := d.names.queue(topic)
+	r := &receiver{
+		d:          d,
+		topic:      topic,
+		queue:      q,
+		isDelay:    isDelayQueueOf(q),
+		quorum:     d.cfg.QueueType == QueueQuorum,
+		republish:  d.cfg.nackMode() == NackRepublish,
+		delayReady: map[int]uint64{},
+		log:        d.log.With("topic", topic),
+	}
+	if d.sup.current() != 0 {
+		if err := r.setup(ctx); err != nil {
+			if isPermanent(err) || errors.Is(err, relay.ErrClosed) {
+				return nil, err
+			}
+			d.log.Warn("relay: subscribing failed; retrying", "topic", topic, "err", err)
+		}
+	}
+	return r, nil
+}
+
+// receiver consumes one group's queue of one topic.
+type receiver struct {
+	d                 *subDriver
+	topic, queue      string
+	isDelay           func(string) bool
+	quorum, republish bool
+	log               *slog.Logger
+
+	mu          sync.Mutex
+	ch          *amqp091.Channel
+	tag         string // consumer tag on ch
+	gen         uint64 // increments with every consuming channel
+	deliveries  <-chan amqp091.Delivery
+	outstanding []uint64 // tags received on ch and not yet settled, ascending
+
+	// used by Settle only (one goroutine)
+	pub        *pubChan
+	delayReady map[int]uint64 // delay bucket → connection generation it was declared on
+}
+
+// handle is the settlement token of one delivery.
+type handle struct {
+	gen     uint64
+	del     *amqp091.Delivery
+	id, key string
+	attempt int
+}
+
+// setup opens a channel, declares the topology and starts consuming.
+func (r *receiver) setup(ctx context.Context) error {
+	conn, connGen, err := r.d.sup.get(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.d.ensureDLX(conn, connGen); err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("amqp: opening a channel: %w", err)
+	}
+	fail := func(err error) error {
+		r.d.closeChannel(ch)
+		return err
+	}
+	if err := r.d.declareGroup(ch, r.topic); err != nil {
+		return fail(err)
+	}
+	if err := ch.Qos(r.d.cfg.InFlight, 0, false); err != nil {
+		return fail(fmt.Errorf("amqp: setting prefetch: %w", err))
+	}
+	tag := "relay-" + relay.NewID()
+	dels, err := ch.Consume(r.queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return fail(fmt.Errorf("amqp: consuming queue %q: %w", r.queue, err))
+	}
+	r.mu.Lock()
+	r.ch = ch
+	r.tag = tag
+	r.gen++
+	r.deliveries = dels
+	r.outstanding = r.outstanding[:0]
+	r.mu.Unlock()
+	return nil
+}
+
+// lost drops the consuming channel of generation gen; its unacked messages
+// go back to the queue when it closes.
+func (r *receiver) lost(gen uint64) {
+	r.mu.Lock()
+	if r.gen != gen || r.ch == nil {
+		r.mu.Unlock()
+		return
+	}
+	ch := r.ch
+	r.ch, r.deliveries, r.outstanding = nil, nil, nil
+	r.mu.Unlock()
+	r.d.closeChannel(ch)
+}
+
+var errConsumerGone = errors.New("amqp: consumer channel closed; subscribing again")
+
+// Receive implements driver.Receiver.
+func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
+	for {
+		r.mu.Lock()
+		dels, gen := r.deliveries, r.gen
+		r.mu.Unlock()
+		if dels == nil {
+			if err := r.setup(ctx); err != nil {
+				return nil, err
+			}
+			r.log.Info("relay: consuming", "queue", r.queue)
+			continue
+		}
+		var first amqp091.Delivery
+		var ok bool
+		select {
+		case first, ok = <-dels:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !ok {
+			r.lost(gen)
+			return nil, errConsumerGone
+		}
+		out := make([]driver.Received, 0, min(max, 16))
+		tags := make([]uint64, 0, cap(out))
+		add := func(d *amqp091.Delivery) {
+			out = append(out, r.received(d, gen))
+			tags = append(tags, d.DeliveryTag)
+		}
+		add(&first)
+	drain:
+		for len(out) < max {
+			select {
+			case d, ok := <-dels:
+				if !ok {
+					break drain // noticed on the next call
+				}
+				add(&d)
+			default:
+				break drain
+			}
+		}
+		r.mu.Lock()
+		if r.gen == gen {
+			r.outstanding = append(r.outstanding, tags...)
+		}
+		r.mu.Unlock()
+		return out, nil
+	}
+}
+
+func (r *receiver) received(d *amqp091.Delivery, gen uint64) driver.Received {
+	dec := decode(d, r.isDelay)
+	attempt := dec.base
+	if r.quorum {
+		if dec.count > 0 {
+			attempt += dec.count
+		}
+	} else if d.Redelivered {
+		attempt++
+	}
+	h := &handle{gen: gen, del: d, id: dec.msg.ID, key: dec.msg.Key, attempt: attempt}
+	return driver.Received{Msg: dec.msg, Attempt: attempt, Handle: h}
+}
+
+type settleOp uint8
+
+const (
+	opAck settleOp = iota + 1
+	opRequeue
+	opReject // to the dead-letter exchange
+)
+
+type repubItem struct {
+	h     *handle
+	delay time.Duration // 0: back to the group's queue
+}
+
+// Settle implements driver.Receiver. Messages of an older channel are
+// skipped: the broker requeued them when that channel closed.
+func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
+	r.mu.Lock()
+	ch, gen := r.ch, r.gen
+	r.mu.Unlock()
+	if ch == nil || ch.IsClosed() {
+		return nil
+	}
+	cfg := &r.d.cfg
+	ops := make(map[uint64]settleOp, len(batch))
+	var repub []repubItem
+	for _, s := range batch {
+		h := s.Handle.(*handle)
+		if h.gen != gen {
+			continue
+		}
+		switch {
+		case s.Ack:
+			ops[h.del.DeliveryTag] = opAck
+		case !cfg.RequeueOnNack:
+			ops[h.del.DeliveryTag] = opReject
+		case cfg.DeliveryLimit > 0 && h.attempt >= cfg.DeliveryLimit:
+			ops[h.del.DeliveryTag] = opReject
+		case s.Delay > 0:
+			repub = append(repub, repubItem{h: h, delay: s.Delay})
+		case r.republish:
+			repub = append(repub, repubItem{h: h})
+		default:
+			ops[h.del.DeliveryTag] = opRequeue
+		}
+	}
+	if len(repub) > 0 {
+		done := r.republishCopies(ctx, repub)
+		for i, it := range repub {
+			if done[i] {
+				ops[it.h.del.DeliveryTag] = opAck
+			} else {
+				ops[it.h.del.DeliveryTag] = opRequeue // fall back: redeliver now
+			}
+		}
+	}
+	return r.apply(gen, ops)
+}
+
+// Release implements driver.Receiver: the consumer is cancelled (so that
+// nothing more is delivered to it) and unsettled messages are requeued at
+// once.
+func (r *receiver) Release(_ context.Context, handles []any) error {
+	r.mu.Lock()
+	gen, ch, tag := r.gen, r.ch, r.tag
+	r.mu.Unlock()
+	if ch != nil && !ch.IsClosed() {
+		_ = ch.Cancel(tag, false)
+	}
+	ops := make(map[uint64]settleOp, len(handles))
+	for _, x := range handles {
+		if h := x.(*handle); h.gen == gen {
+			ops[h.del.DeliveryTag] = opRequeue
+		}
+	}
+	return r.apply(gen, ops)
+}
+
+// apply sends ops for the channel of generation gen. Runs of one kind at the
+// head of the unsettled window become one "multiple" ack or nack; the rest
+// are sent one by one.
+func (r *receiver) apply(gen uint64, ops map[uint64]settleOp) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen != gen || r.ch == nil {
+		return nil
+	}
+	ch := r.ch
+	send := func(tag uint64, multiple bool, op settleOp) error {
+		switch op {
+		case opAck:
+			return ch.Ack(tag, multiple)
+		case opRequeue:
+			return ch.Nack(tag, multiple, true)
+		default:
+			return ch.Nack(tag, multiple, false)
+		}
+	}
+	out := r.outstanding
+	var err error
+	i := 0
+	for i < len(out) && err == nil {
+		op, ok := ops[out[i]]
+		if !ok {
+			break
+		}
+		j := i
+		for j+1 < len(out) && ops[out[j+1]] == op {
+			j++
+		}
+		err = send(out[j], j > i, op)
+		i = j + 1
+	}
+	kept := out[:0]
+	for _, tag := range out[i:] {
+		op, ok := ops[tag]
+		if !ok {
+			kept = append(kept, tag)
+			continue
+		}
+		if err == nil {
+			err = send(tag, false, op)
+		}
+	}
+	r.outstanding = kept
+	if err != nil && ch.IsClosed() {
+		return nil // the broker requeues everything unacked on it
+	}
+	return err
+}
+
+// republishCopies publishes a copy of each item with confirms: to the
+// group's queue, or to a delay queue that dead-letters it there after its
+// delay. It reports which copies the broker confirmed.
+func (r *receiver) republishCopies(ctx context.Context, items []repubItem) []bool {
+	done := make([]bool, len(items))
+	pc, err := r.pubChannel(ctx)
+	if err != nil {
+		r.log.Warn("relay: cannot republish nacked messages; requeueing them", "err", err)
+		return done
+	}
+	dest := make([]string, len(items))
+	for i, it := range items {
+		if it.delay <= 0 {
+			dest[i] = r.queue
+			continue
+		}
+		k := delayBucket(it.delay)
+		if r.delayReady[k] != pc.gen {
+			if _, err := declareDelayQueue(pc.ch, r.queue, k); err != nil {
+				r.log.Warn("relay: cannot declare delay queue; requeueing", "err", err)
+				r.dropPub()
+				return done
+			}
+			r.delayReady[k] = pc.gen
+		}
+		dest[i] = delayQueue(r.queue, k)
+	}
+	res := pc.send(ctx, "", len(items), func(i int) (string, amqp091.Publishing) {
+		return dest[i], r.copyOf(items[i])
+	}, true, true)
+	for i := range items {
+		done[i] = res.status[i] == stOK
+	}
+	if !res.reusable {
+		r.dropPub()
+	}
+	return done
+}
+
+// copyOf builds the republished copy of a delivery: same properties, body
+// and publisher headers, the Key and the next attempt in relay headers,
+// and the delay as per-message expiration.
+func (r *receiver) copyOf(it repubItem) amqp091.Publishing {
+	d := it.h.del
+	h := cleanHeaders(d.Headers, r.isDelay)
+	h[headerKey] = it.h.key
+	h[headerAttempt] = strconv.Itoa(it.h.attempt + 1)
+	p := amqp091.Publishing{
+		Headers:         h,
+		ContentType:     d.ContentType,
+		ContentEncoding: d.ContentEncoding,
+		DeliveryMode:    amqp091.Persistent,
+		Priority:        d.Priority,
+		CorrelationId:   d.CorrelationId,
+		ReplyTo:         d.ReplyTo,
+		MessageId:       it.h.id,
+		Timestamp:       d.Timestamp,
+		Type:            d.Type,
+		UserId:          d.UserId,
+		AppId:           d.AppId,
+		Body:            d.Body,
+	}
+	if it.delay > 0 {
+		ms := (it.delay + time.Millisecond - 1) / time.Millisecond
+		p.Expiration = strconv.FormatInt(int64(ms), 10)
+	}
+	return p
+}
+
+func (r *receiver) pubChannel(ctx context.Context) (*pubChan, error) {
+	if r.pub != nil && !r.pub.ch.IsClosed() && r.pub.gen == r.d.sup.current() {
+		return r.pub, nil
+	}
+	r.dropPub()
+	pc, err := openPubChan(ctx, r.d.sup, true, true)
+	if err != nil {
+		return nil, err
+	}
+	r.pub = pc
+	return pc, nil
+}
+
+func (r *receiver) dropPub() {
+	if r.pub != nil {
+		r.d.closeChannel(r.pub.ch)
+		r.pub = nil
+	}
+}
+
+// Close implements driver.Receiver: the consumer's channel closes, which
+// returns any message still unacked on it to the queue.
+func (r *receiver) Close() error {
+	r.mu.Lock()
+	ch := r.ch
+	r.ch, r.deliveries, r.outstanding = nil, nil, nil
+	r.mu.Unlock()
+	r.d.closeChannel(ch)
+	r.dropPub()
+	return nil
+}
+
+// Health implements relay.HealthChecker: nil while connected.
+func (d *subDriver) Health() error { return d.sup.health() }

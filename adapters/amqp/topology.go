@@ -1,0 +1,199 @@
+package amqp
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/go-relay/relay"
+)
+
+// Topology
+//
+//	topic T        → exchange <exchange_prefix>T, durable, of exchange_kind
+//	group G of T   → queue <queue_prefix>T.G, durable (classic or quorum),
+//	                 bound to the exchange with each binding key
+//	NackAfter(d)   → queue <queue>.relay-delay-<2^k>ms (durable, classic), for
+//	                 the smallest 2^k ≥ d in milliseconds; the copy waits with
+//	                 per-message expiration = d, then is dead-lettered through
+//	                 the default exchange back to <queue>
+//
+// Publishers declare the exchange; subscribers declare the exchange, the
+// queue and its bindings (Subscribe, Provision, every reconnect), and delay
+// queues when first used.
+
+// names derives broker names from topics.
+type names struct {
+	exchangePrefix, queuePrefix, group string
+}
+
+func (n names) exchange(topic string) string { return n.exchangePrefix + topic }
+func (n names) queue(topic string) string    { return n.queuePrefix + topic + "." + n.group }
+
+const delayInfix = ".relay-delay-"
+
+// maxDelayExp bounds delay buckets: 2^31 ms ≈ 24.8 days.
+const maxDelayExp = 31
+
+// MaxDelay is the longest NackAfter delay done by the broker; longer delays
+// are held in the process.
+const MaxDelay = time.Duration(1<<maxDelayExp) * time.Millisecond
+
+// delayBucket returns the exponent k of the smallest 2^k ms ≥ d.
+func delayBucket(d time.Duration) int {
+	ms := uint64((d + time.Millisecond - 1) / time.Millisecond)
+	if ms <= 1 {
+		return 0
+	}
+	return bits.Len64(ms - 1)
+}
+
+func delayQueue(queue string, k int) string {
+	return queue + delayInfix + strconv.FormatUint(1<<uint(k), 10) + "ms"
+}
+
+// isDelayQueueOf returns a predicate telling the delay queues of queue.
+func isDelayQueueOf(queue string) func(string) bool {
+	prefix := queue + delayInfix
+	return func(q string) bool {
+		if !strings.HasPrefix(q, prefix) || !strings.HasSuffix(q, "ms") {
+			return false
+		}
+		_, err := strconv.ParseUint(q[len(prefix):len(q)-2], 10, 64)
+		return err == nil
+	}
+}
+
+// longest delay queue suffix, for name length checks
+var maxDelaySuffix = len(delayInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
+
+func checkName(kind, name string, extra int) error {
+	switch {
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %s name %q is not valid UTF-8", relay.ErrInvalidTopic, kind, name)
+	case len(name)+extra > shortstrMax:
+		return fmt.Errorf("%w: %s name %q is too long (%d bytes, at most %d)", relay.ErrInvalidTopic, kind, name, len(name), shortstrMax-extra)
+	case strings.HasPrefix(name, "amq."):
+		return fmt.Errorf("%w: %s name %q: names starting with amq. are reserved by the broker", relay.ErrInvalidTopic, kind, name)
+	}
+	return nil
+}
+
+func (n names) validatePublish(topic string) error {
+	return checkName("exchange", n.exchange(topic), 0)
+}
+
+func (n names) validateSubscribe(topic string) error {
+	if err := n.validatePublish(topic); err != nil {
+		return err
+	}
+	return checkName("queue", n.queue(topic), maxDelaySuffix)
+}
+
+// declareExchange declares the durable exchange of a topic.
+func declareExchange(ch *amqp091.Channel, name, kind string) error {
+	if err := ch.ExchangeDeclare(name, kind, true, false, false, false, nil); err != nil {
+		if isPermanent(err) {
+			return fmt.Errorf("amqp: declaring exchange %q as durable %s (does it exist with another kind or durability?): %w", name, kind, err)
+		}
+		return fmt.Errorf("amqp: declaring exchange %q: %w", name, err)
+	}
+	return nil
+}
+
+// queueArgs are the arguments of a group's queue.
+func (d *subDriver) queueArgs() amqp091.Table {
+	args := amqp091.Table{}
+	if d.cfg.QueueType == QueueQuorum {
+		args["x-queue-type"] = QueueQuorum
+		if d.cfg.DeliveryLimit > 0 {
+			args["x-delivery-limit"] = int64(d.cfg.DeliveryLimit)
+		}
+	}
+	if d.cfg.DeadLetterExchange != "" {
+		args["x-dead-letter-exchange"] = d.cfg.DeadLetterExchange
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	return args
+}
+
+// declareGroup declares the exchange of topic, the group's queue and its
+// bindings. It is idempotent. Call ensureDLX first.
+func (d *subDriver) declareGroup(ch *amqp091.Channel, topic string) error {
+	ex, q := d.names.exchange(topic), d.names.queue(topic)
+	if err := declareExchange(ch, ex, d.cfg.ExchangeKind); err != nil {
+		return err
+	}
+	if _, err := ch.QueueDeclare(q, true, false, false, false, d.queueArgs()); err != nil {
+		if isPermanent(err) {
+			return fmt.Errorf("amqp: declaring queue %q (does it exist with another queue_type, dead_letter_exchange or delivery_limit?): %w", q, err)
+		}
+		return fmt.Errorf("amqp: declaring queue %q: %w", q, err)
+	}
+	for _, key := range d.cfg.bindingKeys() {
+		if err := ch.QueueBind(q, key, ex, false, nil); err != nil {
+			return fmt.Errorf("amqp: binding queue %q to exchange %q with key %q: %w", q, ex, key, err)
+		}
+	}
+	return nil
+}
+
+// declareDelayQueue declares the delay queue of bucket k for queue.
+func declareDelayQueue(ch *amqp091.Channel, queue string, k int) (string, error) {
+	name := delayQueue(queue, k)
+	_, err := ch.QueueDeclare(name, true, false, false, false, amqp091.Table{
+		"x-dead-letter-exchange":    "",
+		"x-dead-letter-routing-key": queue,
+	})
+	if err != nil {
+		return "", fmt.Errorf("amqp: declaring delay queue %q: %w", name, err)
+	}
+	return name, nil
+}
+
+// ensureDLX makes sure the configured dead-letter exchange exists: an
+// existing one is used as it is (any kind), a missing one is declared as a
+// durable fanout exchange. Checked once per connection.
+func (d *subDriver) ensureDLX(conn *amqp091.Connection, gen uint64) error {
+	dlx := d.cfg.DeadLetterExchange
+	if dlx == "" {
+		return nil
+	}
+	d.mu.Lock()
+	done := d.dlxGen == gen
+	d.mu.Unlock()
+	if done {
+		return nil
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("amqp: opening a channel: %w", err)
+	}
+	err = ch.ExchangeDeclarePassive(dlx, KindFanout, true, false, false, false, nil)
+	if err == nil {
+		_ = ch.Close()
+	} else {
+		if !isNotFound(err) {
+			return fmt.Errorf("amqp: checking dead_letter_exchange %q: %w", dlx, err)
+		}
+		if ch, err = conn.Channel(); err != nil {
+			return fmt.Errorf("amqp: opening a channel: %w", err)
+		}
+		err = declareExchange(ch, dlx, KindFanout)
+		_ = ch.Close()
+		if err != nil {
+			return fmt.Errorf("dead_letter_exchange: %w", err)
+		}
+	}
+	d.mu.Lock()
+	d.dlxGen = gen
+	d.mu.Unlock()
+	return nil
+}
