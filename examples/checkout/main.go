@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	_ "github.com/go-relay/relay/adapters/kafka"       // registers kafka://
 	_ "github.com/go-relay/relay/adapters/memory"      // registers mem://
 	_ "github.com/go-relay/relay/adapters/redisstream" // registers redis://, rediss://
 )
