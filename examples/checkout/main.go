@@ -12,6 +12,7 @@
 //
 //	go run ./examples/checkout                          # in-process backend
 //	go run ./examples/checkout -broker redis://127.0.0.1:6379/0
+//	go run ./examples/checkout -broker amqp://guest:guest@127.0.0.1:5672/
 //
 // The same code runs on any backend: only the URL changes.
 package main
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	_ "github.com/go-relay/relay/adapters/amqp"        // registers amqp://, amqps://
 	_ "github.com/go-relay/relay/adapters/kafka"       // registers kafka://
 	_ "github.com/go-relay/relay/adapters/memory"      // registers mem://
 	_ "github.com/go-relay/relay/adapters/redisstream" // registers redis://, rediss://
