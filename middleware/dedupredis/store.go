@@ -1,0 +1,113 @@
+// Package dedupredis is a middleware.Store on Redis, shared by every
+// replica of a service so that middleware.Dedup suppresses duplicates
+// across them.
+//
+// Each key is one Redis string under a prefix:
+//
+//   - Reserve: SET key token NX PX lease (atomic; in a script that also
+//     reads the existing value, so one round trip tells Reserved, InProgress
+//     or Done);
+//   - Commit: SET key "done" PX ttl (extends the key's life to the TTL);
+//   - Release: delete key only if it still holds this token (a
+//     compare-and-delete script), so a late release never removes another
+//     replica's reservation or a committed key.
+//
+// Redis evicting keys under memory pressure (maxmemory-policy other than
+// noeviction) or losing them on restart without persistence shortens the
+// dedup window: a duplicate then runs again, it is never lost.
+package dedupredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay/middleware"
+)
+
+// DefaultPrefix is prepended to every key unless Config.Prefix is set.
+const DefaultPrefix = "relay:dedup:"
+
+const doneValue = "done" // tokens are 32 hex digits, never "done"
+
+// Config configures a Store.
+type Config struct {
+	// Prefix is prepended to every key (namespace per service or
+	// environment). Default DefaultPrefix.
+	Prefix string
+}
+
+// Store is a middleware.Store on Redis. It uses the client it is given and
+// does not close it. Safe for concurrent use.
+type Store struct {
+	c      redis.UniversalClient
+	prefix string
+}
+
+var _ middleware.Store = (*Store)(nil)
+
+// New returns a Store using client (a *redis.Client, *redis.ClusterClient
+// or any redis.UniversalClient).
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("dedupredis: client is nil")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	return &Store{c: client, prefix: cfg.Prefix}, nil
+}
+
+// reserve: 0 reserved, 1 in progress, 2 done.
+var reserveScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+if redis.call('GET', KEYS[1]) == ARGV[3] then
+  return 2
+end
+return 1
+`)
+
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
+
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// Reserve implements middleware.Store.
+func (s *Store) Reserve(ctx context.Context, key, token string, lease time.Duration) (middleware.DedupState, error) {
+	n, err := reserveScript.Run(ctx, s.c, []string{s.prefix + key}, token, ms(lease), doneValue).Int()
+	if err != nil {
+		return 0, fmt.Errorf("dedupredis: reserve: %w", err)
+	}
+	switch n {
+	case 0:
+		return middleware.Reserved, nil
+	case 2:
+		return middleware.Done, nil
+	}
+	return middleware.InProgress, nil
+}
+
+// Commit implements middleware.Store.
+func (s *Store) Commit(ctx context.Context, key, _ string, ttl time.Duration) error {
+	if err := s.c.Set(ctx, s.prefix+key, doneValue, time.Duration(ms(ttl))*time.Millisecond).Err(); err != nil {
+		return fmt.Errorf("dedupredis: commit: %w", err)
+	}
+	return nil
+}
+
+// Release implements middleware.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if err := releaseScript.Run(ctx, s.c, []string{s.prefix + key}, token).Err(); err != nil {
+		return fmt.Errorf("dedupredis: release: %w", err)
+	}
+	return nil
+}
