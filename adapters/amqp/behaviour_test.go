@@ -1,0 +1,322 @@
+package amqp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/amqp"
+)
+
+// A publish that no queue is bound for fails with ErrUnroutable naming
+// exactly the returned messages; the others of the batch are accepted.
+func TestUnroutable(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("unroutable")
+	c.topic(topic)
+	pub := openPub(t, "exchange_kind", "direct")
+
+	// No group at all: every message fails, typed, named.
+	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b"))
+	err := pub.Publish(context.Background(), topic, a, b)
+	if !errors.Is(err, amqp.ErrUnroutable) {
+		t.Fatalf("Publish with no queue bound = %v, want ErrUnroutable", err)
+	}
+	var pe *relay.PublishError
+	if !errors.As(err, &pe) || len(pe.Failed) != 2 || pe.Failed[0].ID != a.ID || pe.Failed[1].ID != b.ID {
+		t.Fatalf("error %v does not name both messages", err)
+	}
+	var ue *amqp.UnroutableError
+	if !errors.As(err, &ue) || ue.ReplyCode != 312 || ue.Exchange != topic {
+		t.Errorf("UnroutableError %+v", ue)
+	}
+
+	// A group bound to key "routed" only: the batch partly fails.
+	sub := openSub(t, c, unique("g"), "exchange_kind", "direct", "binding_key", "routed")
+	provision(t, sub, topic)
+	msgs := make([]*relay.Message, 10)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage([]byte(fmt.Sprint(i)))
+		msgs[i].Key = "routed"
+		if i%3 == 0 {
+			msgs[i].Key = "nowhere"
+		}
+	}
+	err = pub.Publish(context.Background(), topic, msgs...)
+	if !errors.As(err, &pe) {
+		t.Fatalf("partly unroutable batch = %v, want *relay.PublishError", err)
+	}
+	failed := map[string]bool{}
+	for _, id := range pe.FailedIDs() {
+		failed[id] = true
+	}
+	ch, _ := subscribe(t, sub, topic)
+	for i, m := range msgs {
+		if want := m.Key == "nowhere"; failed[m.ID] != want {
+			t.Errorf("message %d (key %s): reported failed %v", i, m.Key, failed[m.ID])
+		}
+		if m.Key == "routed" {
+			got := next(t, ch, "routed message")
+			if got.ID != m.ID {
+				t.Errorf("got %s, want %s", got.ID, m.ID)
+			}
+			_ = got.Ack()
+		}
+	}
+	if extra := quiet(ch, 300*time.Millisecond); extra != nil {
+		t.Errorf("unexpected delivery %s", extra.ID)
+	}
+}
+
+// Messages from a publisher that knows nothing of relay (typed headers,
+// no message_id) are delivered with string metadata and a stable ID, and
+// survive Nack, NackAfter and redelivery.
+func TestForeignPublisher(t *testing.T) {
+	c := newCleaner(t)
+	topic, group := unique("foreign"), unique("g")
+	sub := openSub(t, c, group)
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+
+	raw := rawChannel(t)
+	ts := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	headers := amqp091.Table{
+		"int":     int32(-42),
+		"long":    int64(1) << 40,
+		"float":   3.25,
+		"bool":    true,
+		"time":    ts,
+		"decimal": amqp091.Decimal{Scale: 2, Value: 1999},
+		"bytes":   []byte("raw"),
+		"void":    nil,
+		"table":   amqp091.Table{"nested": int32(1), "list": []any{"a", int32(2)}},
+		"x-death": []any{amqp091.Table{"queue": "upstream", "reason": "rejected", "count": int64(3), "time": ts}},
+	}
+	err := raw.PublishWithContext(context.Background(), topic, "some.routing.key", false, false, amqp091.Publishing{
+		Headers:       headers,
+		ContentType:   "application/json",
+		CorrelationId: "corr-1",
+		AppId:         "legacy",
+		Timestamp:     ts,
+		Priority:      3,
+		Body:          []byte(`{"legacy":true}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := relay.Metadata{
+		"int": "-42", "long": "1099511627776", "float": "3.25", "bool": "true", "time": "2026-05-06T07:08:09Z",
+		"decimal": "19.99", "bytes": "raw", "void": "", "table": `{"list":["a",2],"nested":1}`,
+		"x-death":              `[{"count":3,"queue":"upstream","reason":"rejected","time":"2026-05-06T07:08:09Z"}]`,
+		amqp.MetaContentType:   "application/json",
+		amqp.MetaCorrelationID: "corr-1",
+		amqp.MetaAppID:         "legacy",
+		amqp.MetaTimestamp:     "2026-05-06T07:08:09Z",
+		amqp.MetaPriority:      "3",
+	}
+	check := func(m *relay.Message, attempt int, what string) {
+		t.Helper()
+		if m.Key != "some.routing.key" || string(m.Payload) != `{"legacy":true}` || m.Attempt() != attempt {
+			t.Errorf("%s: key %q payload %q attempt %d (want %d)", what, m.Key, m.Payload, m.Attempt(), attempt)
+		}
+		if len(m.Metadata) != len(want) {
+			t.Errorf("%s: metadata\n got %q\nwant %q", what, m.Metadata, want)
+		}
+		for k, v := range want {
+			if m.Metadata[k] != v {
+				t.Errorf("%s: metadata[%q] = %q, want %q", what, k, m.Metadata[k], v)
+			}
+		}
+	}
+	first := next(t, ch, "foreign message")
+	check(first, 1, "first delivery")
+	if first.ID == "" {
+		t.Fatal("no ID")
+	}
+	_ = first.Nack()
+	second := next(t, ch, "after Nack")
+	check(second, 2, "after Nack")
+	_ = second.NackAfter(50 * time.Millisecond)
+	third := next(t, ch, "after NackAfter")
+	check(third, 3, "after NackAfter")
+	if second.ID != first.ID || third.ID != first.ID {
+		t.Errorf("IDs changed across redeliveries: %s %s %s", first.ID, second.ID, third.ID)
+	}
+	_ = third.Ack()
+
+	// The metadata of a foreign message can be published again through
+	// relay and arrives unchanged (the bridge case).
+	pub := openPub(t)
+	publish(t, pub, topic, third.Copy())
+	again := next(t, ch, "republished through relay")
+	check(again, 1, "republished through relay")
+	_ = again.Ack()
+}
+
+// On quorum queues Attempt is the broker's delivery count: exact across
+// Nack, release by a closing subscriber, and NackAfter.
+func TestQuorumAttempts(t *testing.T) {
+	c := newCleaner(t)
+	topic, group := unique("quorum"), unique("g")
+	s1 := openSub(t, c, group, "queue_type", "quorum")
+	if !s1.Capabilities().AttemptFromBroker {
+		t.Errorf("quorum subscriber does not declare AttemptFromBroker")
+	}
+	provision(t, s1, topic)
+	pub := openPub(t)
+	m := relay.NewMessage([]byte("q"))
+	m.Metadata = relay.Metadata{"k": "v"}
+	publish(t, pub, topic, m)
+
+	ch, _ := subscribe(t, s1, topic)
+	for attempt := 1; attempt <= 3; attempt++ {
+		got := next(t, ch, "quorum delivery")
+		if got.ID != m.ID || got.Attempt() != attempt || len(got.Metadata) != 1 || got.Metadata["k"] != "v" {
+			t.Fatalf("delivery %d: ID %s attempt %d metadata %q", attempt, got.ID, got.Attempt(), got.Metadata)
+		}
+		_ = got.Nack()
+	}
+	held := next(t, ch, "fourth delivery")
+	if held.Attempt() != 4 {
+		t.Errorf("fourth delivery attempt %d", held.Attempt())
+	}
+	_ = s1.Close() // released unsettled: the broker counts it
+
+	s2 := openSub(t, c, group, "queue_type", "quorum")
+	ch2, _ := subscribe(t, s2, topic)
+	got := next(t, ch2, "after release")
+	if got.Attempt() != 5 {
+		t.Errorf("after release by Close: attempt %d, want 5", got.Attempt())
+	}
+	_ = got.NackAfter(20 * time.Millisecond)
+	got = next(t, ch2, "after NackAfter")
+	if got.Attempt() != 6 || len(got.Metadata) != 1 {
+		t.Errorf("after NackAfter: attempt %d metadata %q, want 6 and the original", got.Attempt(), got.Metadata)
+	}
+	_ = got.Ack()
+}
+
+// Classic queues with the default nack_mode=republish count Nacks exactly.
+func TestClassicAttemptsExact(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("classic")
+	sub := openSub(t, c, unique("g"))
+	provision(t, sub, topic)
+	publish(t, openPub(t), topic, relay.NewMessage([]byte("c")))
+	ch, _ := subscribe(t, sub, topic)
+	for attempt := 1; attempt <= 4; attempt++ {
+		got := next(t, ch, "classic delivery")
+		if got.Attempt() != attempt {
+			t.Fatalf("delivery %d has attempt %d", attempt, got.Attempt())
+		}
+		if attempt < 4 {
+			_ = got.Nack()
+		} else {
+			_ = got.Ack()
+		}
+	}
+}
+
+// requeue_on_nack=false and delivery_limit move messages to the
+// dead-letter exchange, where a relay subscriber of that name gets them.
+func TestDeadLetter(t *testing.T) {
+	for _, qt := range []string{"classic", "quorum"} {
+		t.Run(qt, func(t *testing.T) {
+			c := newCleaner(t)
+			topic, dlx, group := unique("dl"), unique("dlx"), unique("g")
+			c.topic(dlx)
+			dead := openSub(t, c, unique("dead"))
+			provision(t, dead, dlx)
+			deadCh, _ := subscribe(t, dead, dlx)
+			pub := openPub(t)
+
+			// No requeue: the first Nack dead-letters.
+			noRequeue := openSub(t, c, group, "queue_type", qt, "dead_letter_exchange", dlx, "requeue_on_nack", "false")
+			provision(t, noRequeue, topic)
+			m := relay.NewMessage([]byte("reject me"))
+			m.Metadata = relay.Metadata{"h": "v"}
+			publish(t, pub, topic, m)
+			ch, cancel := subscribe(t, noRequeue, topic)
+			_ = next(t, ch, "to reject").Nack()
+			got := next(t, deadCh, "dead-lettered")
+			if got.ID != m.ID || got.Metadata["h"] != "v" || got.Metadata["x-death"] == "" {
+				t.Errorf("dead-lettered ID %s metadata %q", got.ID, got.Metadata)
+			}
+			var deaths []map[string]any
+			if err := json.Unmarshal([]byte(got.Metadata["x-death"]), &deaths); err != nil || len(deaths) == 0 || deaths[0]["reason"] != "rejected" {
+				t.Errorf("x-death %q: %v", got.Metadata["x-death"], err)
+			}
+			_ = got.Ack()
+			cancel()
+			_ = noRequeue.Close()
+
+			// Delivery limit 2: attempt 2's Nack dead-letters.
+			limited := openSub(t, c, unique("g"), "queue_type", qt, "dead_letter_exchange", dlx, "delivery_limit", "2")
+			provision(t, limited, topic)
+			m2 := relay.NewMessage([]byte("limited"))
+			publish(t, pub, topic, m2)
+			ch2, _ := subscribe(t, limited, topic)
+			for attempt := 1; attempt <= 2; attempt++ {
+				got := next(t, ch2, "limited delivery")
+				if got.ID != m2.ID || got.Attempt() != attempt {
+					t.Fatalf("limited delivery: %s attempt %d, want %s attempt %d", got.ID, got.Attempt(), m2.ID, attempt)
+				}
+				_ = got.Nack()
+			}
+			got = next(t, deadCh, "dead-lettered at the limit")
+			if got.ID != m2.ID {
+				t.Errorf("dead-lettered %s, want %s", got.ID, m2.ID)
+			}
+			_ = got.Ack()
+			if extra := quiet(ch2, 300*time.Millisecond); extra != nil {
+				t.Errorf("message delivered after the limit: attempt %d", extra.Attempt())
+			}
+		})
+	}
+}
+
+// A subscriber whose queue exists with other arguments gets a clear error
+// at Subscribe, not a silent reconnect loop.
+func TestQueueArgumentMismatch(t *testing.T) {
+	c := newCleaner(t)
+	topic, group := unique("mismatch"), unique("g")
+	provision(t, openSub(t, c, group), topic)
+	quorum := openSub(t, c, group, "queue_type", "quorum")
+	if _, err := quorum.Subscribe(context.Background(), topic); err == nil {
+		t.Fatal("Subscribe to a classic queue as quorum succeeded")
+	} else {
+		t.Logf("error: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := quorum.Provision(ctx, topic); err == nil || ctx.Err() != nil {
+		t.Errorf("Provision with mismatching arguments = %v (ctx %v), want an immediate error", err, ctx.Err())
+	}
+}
+
+// Publish honours ctx while no channel is free, and the state is observable.
+func TestPublishContextAndState(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("ctx")
+	sub := openSub(t, c, unique("g"))
+	provision(t, sub, topic)
+	pub := openPub(t)
+	if pub.State() != amqp.StateConnected || pub.Health() != nil {
+		t.Errorf("state %v health %v", pub.State(), pub.Health())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := pub.Publish(ctx, topic, relay.NewMessage(nil)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Publish with a cancelled ctx = %v", err)
+	}
+	_ = pub.Close()
+	if pub.State() != amqp.StateClosed {
+		t.Errorf("state after Close: %v", pub.State())
+	}
+}

@@ -1,0 +1,177 @@
+package amqp
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/go-relay/relay"
+)
+
+func TestStringify(t *testing.T) {
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{nil, ""},
+		{"s", "s"},
+		{[]byte("b"), "b"},
+		{true, "true"},
+		{int8(-8), "-8"},
+		{int16(16), "16"},
+		{int32(-32), "-32"},
+		{int64(1) << 40, "1099511627776"},
+		{uint8(8), "8"},
+		{uint16(16), "16"},
+		{uint32(32), "32"},
+		{float32(1.5), "1.5"},
+		{0.25, "0.25"},
+		{ts, "2026-01-02T02:04:05Z"},
+		{amqp091.Decimal{Scale: 2, Value: 12345}, "123.45"},
+		{amqp091.Decimal{Scale: 3, Value: -5}, "-0.005"},
+		{amqp091.Decimal{Scale: 0, Value: 7}, "7"},
+		{[]any{int32(1), "a", amqp091.Table{"z": true, "a": ts}}, `[1,"a",{"a":"2026-01-02T02:04:05Z","z":true}]`},
+		{amqp091.Table{"b": []byte{0xff}, "d": amqp091.Decimal{Scale: 1, Value: 15}}, `{"b":"/w==","d":"1.5"}`},
+	} {
+		if got := stringify(tc.in); got != tc.want {
+			t.Errorf("stringify(%#v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDelayBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		d time.Duration
+		k int
+	}{
+		{time.Nanosecond, 0}, {time.Millisecond, 0}, {2 * time.Millisecond, 1}, {3 * time.Millisecond, 2},
+		{1500 * time.Millisecond, 11}, {2048 * time.Millisecond, 11}, {2049 * time.Millisecond, 12}, {MaxDelay, maxDelayExp},
+	} {
+		k := delayBucket(tc.d)
+		if k != tc.k {
+			t.Errorf("delayBucket(%v) = %d, want %d", tc.d, k, tc.k)
+		}
+		if time.Duration(1<<k)*time.Millisecond < tc.d {
+			t.Errorf("bucket %d shorter than %v", k, tc.d)
+		}
+	}
+	is := isDelayQueueOf("t.g")
+	if !is(delayQueue("t.g", 11)) || is("t.g") || is("t.g.relay-delay-xms") || is("t.g2.relay-delay-2048ms") {
+		t.Errorf("isDelayQueueOf misclassifies")
+	}
+	if n := len(delayQueue("t.g", maxDelayExp)) - len("t.g"); n != maxDelaySuffix {
+		t.Errorf("maxDelaySuffix %d, longest suffix %d", maxDelaySuffix, n)
+	}
+}
+
+func TestDecodeForeignAndHidden(t *testing.T) {
+	q := "t.g"
+	is := isDelayQueueOf(q)
+	d := &amqp091.Delivery{
+		Exchange:   "t",
+		RoutingKey: "rk",
+		Headers: amqp091.Table{
+			"n":                    int32(7),
+			"x-delivery-count":     int64(2),
+			"x-relay-attempt":      "3",
+			"x-relay-key":          "orig",
+			"x-first-death-queue":  delayQueue(q, 3),
+			"x-first-death-reason": "expired",
+			"x-death": []any{
+				amqp091.Table{"queue": delayQueue(q, 3), "reason": "expired", "count": int64(1)},
+				amqp091.Table{"queue": "elsewhere", "reason": "rejected", "count": int64(1)},
+			},
+		},
+		ContentType: "text/plain",
+		Timestamp:   time.Unix(1700000000, 0),
+		Body:        []byte("x"),
+	}
+	dec := decode(d, is)
+	m := dec.msg
+	if dec.base != 3 || dec.count != 2 || m.Key != "orig" {
+		t.Errorf("base %d count %d key %q", dec.base, dec.count, m.Key)
+	}
+	want := relay.Metadata{
+		"n":             "7",
+		"x-death":       `[{"count":1,"queue":"elsewhere","reason":"rejected"}]`,
+		MetaContentType: "text/plain",
+		MetaTimestamp:   "2023-11-14T22:13:20Z",
+	}
+	if len(m.Metadata) != len(want) {
+		t.Errorf("metadata %q, want %q", m.Metadata, want)
+	}
+	for k, v := range want {
+		if m.Metadata[k] != v {
+			t.Errorf("metadata[%q] = %q, want %q", k, m.Metadata[k], v)
+		}
+	}
+	if m.ID == "" || m.ID != decode(d, is).msg.ID {
+		t.Errorf("derived ID %q is not stable", m.ID)
+	}
+	// A redelivery with broker-added headers keeps the derived ID.
+	d2 := *d
+	d2.Headers = amqp091.Table{}
+	for k, v := range d.Headers {
+		d2.Headers[k] = v
+	}
+	d2.Headers["x-delivery-count"] = int64(5)
+	if decode(&d2, is).msg.ID != m.ID {
+		t.Errorf("derived ID changed with x-delivery-count")
+	}
+	d2.Body = []byte("y")
+	if decode(&d2, is).msg.ID == m.ID {
+		t.Errorf("derived ID ignores the body")
+	}
+	if !strings.HasPrefix(m.ID[14:], "8") {
+		t.Errorf("derived ID %s is not a version-8 UUID", m.ID)
+	}
+
+	clean := cleanHeaders(d.Headers, is)
+	if _, ok := clean["x-relay-key"]; ok {
+		t.Errorf("cleanHeaders kept relay headers: %v", clean)
+	}
+	if _, ok := clean["x-delivery-count"]; ok {
+		t.Errorf("cleanHeaders kept x-delivery-count")
+	}
+	if _, ok := clean["x-first-death-queue"]; ok {
+		t.Errorf("cleanHeaders kept the delay queue's x-first-death-queue")
+	}
+	if deaths := clean["x-death"].([]any); len(deaths) != 1 {
+		t.Errorf("cleanHeaders x-death %v", deaths)
+	}
+}
+
+func TestEncodeProperties(t *testing.T) {
+	m := &relay.Message{ID: "id", Key: "k", Payload: []byte("p"), Metadata: relay.Metadata{
+		MetaContentType: "application/json", MetaCorrelationID: "c", MetaReplyTo: "r", MetaType: "ty",
+		MetaAppID: "app", MetaContentEncoding: "gzip", "plain": "v",
+	}}
+	p := encode(m)
+	if p.ContentType != "application/json" || p.CorrelationId != "c" || p.ReplyTo != "r" || p.Type != "ty" ||
+		p.AppId != "app" || p.ContentEncoding != "gzip" || p.MessageId != "id" || p.DeliveryMode != amqp091.Persistent {
+		t.Errorf("properties %+v", p)
+	}
+	if len(p.Headers) != 1 || p.Headers["plain"] != "v" {
+		t.Errorf("headers %v", p.Headers)
+	}
+	d := &amqp091.Delivery{MessageId: p.MessageId, RoutingKey: "k", Headers: p.Headers, ContentType: p.ContentType,
+		ContentEncoding: p.ContentEncoding, CorrelationId: p.CorrelationId, ReplyTo: p.ReplyTo, Type: p.Type, AppId: p.AppId, Body: p.Body}
+	got := decode(d, nil).msg
+	if len(got.Metadata) != len(m.Metadata) {
+		t.Fatalf("round trip %q, want %q", got.Metadata, m.Metadata)
+	}
+	for k, v := range m.Metadata {
+		if got.Metadata[k] != v {
+			t.Errorf("round trip [%q] = %q, want %q", k, got.Metadata[k], v)
+		}
+	}
+	if err := validateMessage(&relay.Message{ID: "x", Metadata: relay.Metadata{"x-relay-key": "v"}}); err == nil {
+		t.Errorf("reserved header prefix accepted")
+	}
+	if err := validateMessage(&relay.Message{ID: "x", Key: strings.Repeat("k", 256)}); err == nil {
+		t.Errorf("256-byte key accepted")
+	}
+}
