@@ -60,6 +60,7 @@ func New(cfg Config, opts Options) (*Bridge, error) {
 	for _, rc := range cfg.Routes {
 		b.routes = append(b.routes, newRoute(rc, cfg.ShutdownTimeout, log, m.route(rc.Name)))
 	}
+	reg.MustRegister(newUpCollector(b.routes))
 	return b, nil
 }
 

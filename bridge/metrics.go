@@ -15,7 +15,6 @@ type metrics struct {
 	latency    *prometheus.HistogramVec
 	age        *prometheus.GaugeVec
 	lag        *prometheus.GaugeVec
-	up         *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,19 +57,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "relay_bridge_source_lag_messages",
 			Help: "Messages waiting at the source for the route's group, where the source adapter reports it (LagReporter).",
 		}, route),
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "relay_bridge_endpoint_up",
-			Help: "1 when the route's endpoint is connected (and, for the source, subscribed).",
-		}, []string{"route", "end"}),
 	}
-	reg.MustRegister(m.forwarded, m.failed, m.poisoned, m.looped, m.duplicates, m.inFlight, m.latency, m.age, m.lag, m.up)
+	reg.MustRegister(m.forwarded, m.failed, m.poisoned, m.looped, m.duplicates, m.inFlight, m.latency, m.age, m.lag)
 	return m
 }
 
 // routeMetrics are the series of one route.
 type routeMetrics struct {
 	forwarded, failed, poisoned, looped, duplicates prometheus.Counter
-	inFlight, age, lag, srcUp, dstUp                prometheus.Gauge
+	inFlight, age, lag                              prometheus.Gauge
 	latency                                         prometheus.Observer
 }
 
@@ -84,8 +79,32 @@ func (m *metrics) route(name string) routeMetrics {
 		inFlight:   m.inFlight.WithLabelValues(name),
 		age:        m.age.WithLabelValues(name),
 		lag:        m.lag.WithLabelValues(name),
-		srcUp:      m.up.WithLabelValues(name, "source"),
-		dstUp:      m.up.WithLabelValues(name, "destination"),
 		latency:    m.latency.WithLabelValues(name),
+	}
+}
+
+// upCollector reports relay_bridge_endpoint_up at scrape time, from the
+// same checks as /readyz.
+type upCollector struct {
+	desc   *prometheus.Desc
+	routes []*route
+}
+
+func newUpCollector(routes []*route) *upCollector {
+	return &upCollector{
+		desc: prometheus.NewDesc("relay_bridge_endpoint_up",
+			"1 when the route's endpoint is connected (for the source: and subscribed), else 0.",
+			[]string{"route", "end"}, nil),
+		routes: routes,
+	}
+}
+
+func (c *upCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *upCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.routes {
+		src, dst := r.endpointErrs()
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, b2f(src == nil), r.cfg.Name, "source")
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, b2f(dst == nil), r.cfg.Name, "destination")
 	}
 }

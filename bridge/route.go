@@ -105,8 +105,6 @@ func (r *route) setErr(err error) {
 	r.mu.Lock()
 	r.sess, r.lastErr = nil, err
 	r.mu.Unlock()
-	r.m.srcUp.Set(0)
-	r.m.dstUp.Set(0)
 }
 
 // session connects, runs a router until ctx is done or the subscription
@@ -173,7 +171,7 @@ func (r *route) session(ctx context.Context) error {
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	go func() {
 		defer close(pollDone)
-		r.poll(pollCtx, s, sub)
+		r.poll(pollCtx, sub)
 	}()
 	r.log.Info("route connected", "from", relay.Redact(r.fromURL), "from_topic", r.cfg.From.Topic,
 		"to", relay.Redact(r.cfg.To.URL), "to_topic", r.cfg.To.Topic,
@@ -196,21 +194,21 @@ func (r *route) session(ctx context.Context) error {
 	return err
 }
 
-// poll refreshes the endpoint and lag gauges until ctx is done.
-func (r *route) poll(ctx context.Context, s *session, sub relay.Subscriber) {
-	lr, hasLag := sub.(LagReporter)
+// poll refreshes the lag gauge until ctx is done, when the source
+// reports lag.
+func (r *route) poll(ctx context.Context, sub relay.Subscriber) {
+	lr, ok := sub.(LagReporter)
+	if !ok {
+		return
+	}
 	t := time.NewTicker(r.pollInterval)
 	defer t.Stop()
 	for {
-		r.m.srcUp.Set(b2f(s.sourceErr() == nil))
-		r.m.dstUp.Set(b2f(s.destErr() == nil))
-		if hasLag {
-			lctx, cancel := context.WithTimeout(ctx, r.pollInterval)
-			if n, err := lr.Lag(lctx, r.cfg.From.Topic); err == nil {
-				r.m.lag.Set(float64(n))
-			}
-			cancel()
+		lctx, cancel := context.WithTimeout(ctx, r.pollInterval)
+		if n, err := lr.Lag(lctx, r.cfg.From.Topic); err == nil {
+			r.m.lag.Set(float64(n))
 		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			return
@@ -253,22 +251,33 @@ func (s *session) destErr() error {
 // ready returns nil when the route's source is subscribed and both ends
 // report a usable connection, or why not.
 func (r *route) ready() error {
+	src, dst := r.endpointErrs()
+	if src != nil && src == dst {
+		return src
+	}
+	if src != nil {
+		return fmt.Errorf("source: %w", src)
+	}
+	if dst != nil {
+		return fmt.Errorf("destination: %w", dst)
+	}
+	return nil
+}
+
+// endpointErrs returns why the source and the destination are not usable
+// (nil when they are). Without a session both are the same error.
+func (r *route) endpointErrs() (src, dst error) {
 	r.mu.Lock()
 	s, last := r.sess, r.lastErr
 	r.mu.Unlock()
 	if s == nil {
-		if last == nil {
-			return errors.New("connecting")
+		err := errors.New("connecting")
+		if last != nil {
+			err = fmt.Errorf("not connected: %w", last)
 		}
-		return fmt.Errorf("not connected: %w", last)
+		return err, err
 	}
-	if err := s.sourceErr(); err != nil {
-		return fmt.Errorf("source: %w", err)
-	}
-	if err := s.destErr(); err != nil {
-		return fmt.Errorf("destination: %w", err)
-	}
-	return nil
+	return s.sourceErr(), s.destErr()
 }
 
 // forwarder is the route's router handler. It publishes the copy itself

@@ -1,0 +1,7 @@
+package main
+
+// Every adapter of the module, so that the binary speaks every URL scheme.
+import (
+	_ "github.com/go-relay/relay/adapters/memory"      // mem://
+	_ "github.com/go-relay/relay/adapters/redisstream" // redis://, rediss://
+)

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-relay/relay/bridge"
+)
+
+func loadConfig(e *env, path string) (*bridge.Config, int) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "relay: %v\n", err)
+		return nil, exitConfig
+	}
+	cfg, err := bridge.Parse(data, path, e.getenv)
+	if err != nil {
+		var ce *bridge.ConfigError
+		if errors.As(err, &ce) {
+			for _, p := range ce.Problems {
+				fmt.Fprintln(e.stderr, p.String())
+			}
+			fmt.Fprintf(e.stderr, "relay: %s: %d problem(s)\n", path, len(ce.Problems))
+		} else {
+			fmt.Fprintf(e.stderr, "relay: %v\n", err)
+		}
+		return nil, exitConfig
+	}
+	return cfg, exitOK
+}
+
+func runValidate(e *env, args []string) int {
+	fs := newFlagSet(e, "validate", "", `
+Check a bridge config without connecting to anything: YAML syntax, unknown
+or duplicate fields, types, required values, ${ENV} variables, URL schemes
+known to this binary. Every problem is printed on its own line as
+FILE:LINE:COL: FIELD.PATH: MESSAGE (on stderr), then a count. Exits 0 when
+the config is valid, 3 when it is not. Passwords never appear in the output.
+Use "relay bridge --dry-run" to also check that every endpoint is reachable.`)
+	file := fs.String("c", "", "config `file` (required)")
+	fs.StringVar(file, "config", "", "config `file` (same as -c)")
+	if code, ok := parse(fs, args, 0, 0); !ok {
+		return code
+	}
+	if *file == "" {
+		fmt.Fprintln(e.stderr, "relay validate: -c FILE is required")
+		return exitUsage
+	}
+	cfg, code := loadConfig(e, *file)
+	if cfg == nil {
+		return code
+	}
+	fmt.Fprintf(e.stdout, "%s: ok (%d route(s))\n", *file, len(cfg.Routes))
+	return exitOK
+}
+
+func runBridge(e *env, args []string) int {
+	fs := newFlagSet(e, "bridge", "", `
+Run the bridge daemon: forward every route of the config until SIGTERM or
+SIGINT, then drain (messages in flight reach their destination and are
+acked; messages received but not started go back to their group) and exit.
+Logs go to stderr. /healthz, /readyz and /metrics are served on the
+config's http.address (default 127.0.0.1:9470, loopback only).
+
+With --dry-run, connect to every endpoint, print whether it is reachable and
+exit (0: all reachable, 4: some are not) without forwarding anything.`)
+	file := fs.String("c", "", "config `file` (required)")
+	fs.StringVar(file, "config", "", "config `file` (same as -c)")
+	dryRun := fs.Bool("dry-run", false, "check that every endpoint is reachable, then exit")
+	timeout := fs.Duration("timeout", 15*time.Second, "bound for --dry-run")
+	httpAddr := fs.String("http", "", "listen `address` for /healthz, /readyz, /metrics (overrides http.address; \"off\" disables)")
+	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
+	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
+	if code, ok := parse(fs, args, 0, 0); !ok {
+		return code
+	}
+	if *file == "" {
+		fmt.Fprintln(e.stderr, "relay bridge: -c FILE is required")
+		return exitUsage
+	}
+	cfg, code := loadConfig(e, *file)
+	if cfg == nil {
+		return code
+	}
+	switch *httpAddr {
+	case "":
+	case "off":
+		cfg.HTTP.Disabled = true
+	default:
+		cfg.HTTP.Address = *httpAddr
+	}
+	if *logLevel != "" {
+		cfg.Log.Level = *logLevel
+	}
+	if *logFormat != "" {
+		cfg.Log.Format = *logFormat
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return exitConfig
+	}
+
+	if *dryRun {
+		return dryRunBridge(e, *cfg, *timeout)
+	}
+
+	log := newLogger(e, cfg.WithDefaults().Log)
+	slog.SetDefault(log)
+	b, err := bridge.New(*cfg, bridge.Options{Logger: log})
+	if err != nil {
+		fmt.Fprintln(e.stderr, err)
+		return exitConfig
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	var srv *http.Server
+	srvDone := make(chan error, 1)
+	if hc := b.Config().HTTP; !hc.Disabled {
+		ln, err := net.Listen("tcp", hc.Address)
+		if err != nil {
+			log.Error("cannot listen for /healthz, /readyz, /metrics", "address", hc.Address, "err", err)
+			return exitFailure
+		}
+		srv = &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		log.Info("serving /healthz, /readyz, /metrics", "address", ln.Addr().String())
+		go func() { srvDone <- srv.Serve(ln) }()
+	}
+	err = b.Run(ctx)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		<-srvDone
+	}
+	if err != nil {
+		log.Error("bridge stopped before every message in flight was settled; they will be redelivered", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func dryRunBridge(e *env, cfg bridge.Config, timeout time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// Adapters log connection attempts; keep the table readable.
+	slog.SetDefault(slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	st := bridge.Check(ctx, cfg)
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTE\tEND\tURL\tTOPIC\tSTATUS")
+	bad := 0
+	for _, s := range st {
+		status := fmt.Sprintf("ok (%s)", s.Elapsed.Round(time.Millisecond))
+		if s.Err != nil {
+			bad++
+			status = "UNREACHABLE: " + strings.ReplaceAll(s.Err.Error(), "\n", " ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Route, s.End, s.URL, s.Topic, status)
+	}
+	_ = tw.Flush()
+	if bad > 0 {
+		fmt.Fprintf(e.stderr, "relay bridge --dry-run: %d of %d endpoint(s) unreachable\n", bad, len(st))
+		return exitUnreachable
+	}
+	fmt.Fprintf(e.stderr, "relay bridge --dry-run: all %d endpoint(s) reachable\n", len(st))
+	return exitOK
+}
+
+func newLogger(e *env, lc bridge.LogConfig) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(lc.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if lc.Format == "json" {
+		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, opts))
+}
