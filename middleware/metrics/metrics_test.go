@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type nopPub struct{}
 
 func (nopPub) Publish(context.Context, string, ...*relay.Message) error { return nil }
-func (nopPub) Close() error                                           { return nil }
+func (nopPub) Close() error                                             { return nil }
 
 func TestMetricsCountOutcomes(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -97,7 +97,7 @@ func TestMetricsCountOutcomes(t *testing.T) {
 type failPub struct{}
 
 func (failPub) Publish(context.Context, string, ...*relay.Message) error { return errors.New("down") }
-func (failPub) Close() error                                           { return nil }
+func (failPub) Close() error                                             { return nil }
 
 // value sums a metric's series in reg: counter and gauge values,
 // histogram sample counts. It checks that every series is labelled with
