@@ -1,0 +1,125 @@
+package kafka_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// selfSigned returns a server certificate for 127.0.0.1 and the PEM of the
+// CA that signed it.
+func selfSigned(t *testing.T) (tls.Certificate, []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kafka"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"kafka.test"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}
+
+// roundTrip publishes one message and receives it with the two URLs.
+func roundTrip(t *testing.T, pubURL, subURL string) {
+	t.Helper()
+	topic := unique("sec")
+	pub := openPub(t, pubURL)
+	m := publishN(t, pub, topic, 1, nil)[0]
+	sub := openSub(t, subURL)
+	ch, err := sub.Subscribe(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, ch); got.ID != m.ID {
+		t.Fatalf("got %s", got.ID)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	if os.Getenv("RELAY_TEST_KAFKA_BROKERS") != "" {
+		t.Skip("SKIP: starts its own TLS kfake cluster; independent of RELAY_TEST_KAFKA_BROKERS")
+	}
+	cert, caPEM := selfSigned(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := c.ListenAddrs()[0]
+	base := "kafka://" + addr + "?tls_ca=" + url.QueryEscape(ca)
+	roundTrip(t, base, base+"&group="+unique("g"))
+
+	// Without the CA the certificate is refused and opening fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if p, err := relay.OpenPublisher(ctx, "kafka://"+addr+"?tls=true"); err == nil {
+		_ = p.Close()
+		t.Fatal("untrusted certificate accepted")
+	}
+}
+
+func TestSASL(t *testing.T) {
+	if os.Getenv("RELAY_TEST_KAFKA_BROKERS") != "" {
+		t.Skip("SKIP: starts its own SASL kfake cluster; independent of RELAY_TEST_KAFKA_BROKERS")
+	}
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech, "relay", "s3cret"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			addr := c.ListenAddrs()[0]
+			m := strings.ToLower(mech)
+			base := "kafka://" + addr + "?sasl_mechanism=" + m + "&sasl_user=relay&sasl_password=s3cret"
+			roundTrip(t, base, "kafka://relay:s3cret@"+addr+"?sasl_mechanism="+m+"&group="+unique("g"))
+
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			p, err := relay.OpenPublisher(ctx, "kafka://"+addr+"?sasl_mechanism="+m+"&sasl_user=relay&sasl_password=wrong")
+			if err == nil {
+				_ = p.Close()
+				t.Fatal("wrong password accepted")
+			}
+			if strings.Contains(err.Error(), "wrong") {
+				t.Fatalf("password in error: %v", err)
+			}
+		})
+	}
+}

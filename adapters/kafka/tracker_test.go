@@ -1,0 +1,164 @@
+package kafka
+
+import (
+	"testing"
+
+	"github.com/go-relay/relay"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestTrackerContiguousPrefix(t *testing.T) {
+	p := newPartState(0)
+	for o := int64(10); o < 20; o++ {
+		p.add(o, 3, 1)
+	}
+	if p.dirty() {
+		t.Fatal("dirty before any ack")
+	}
+	// 12 before 10 and 11: nothing moves.
+	if p.ack(12) || p.target.Offset != -1 {
+		t.Fatalf("ack 12 moved the target to %d", p.target.Offset)
+	}
+	if !p.ack(10) || p.target.Offset != 11 {
+		t.Fatalf("target %d after 10, want 11", p.target.Offset)
+	}
+	// 11 closes the gap: the target jumps over 12.
+	if !p.ack(11) || p.target.Offset != 13 || p.target.Epoch != 3 {
+		t.Fatalf("target %+v after 11, want 13", p.target)
+	}
+	if p.ack(11) || p.ack(99) {
+		t.Fatal("a repeated or unknown ack moved the target")
+	}
+	if p.pending() != 7 {
+		t.Fatalf("pending %d, want 7", p.pending())
+	}
+	p.committed = 13
+	if p.dirty() {
+		t.Fatal("dirty after commit")
+	}
+	for o := int64(19); o >= 13; o-- {
+		p.ack(o)
+	}
+	if p.target.Offset != 20 || p.pending() != 0 || len(p.entries) != 0 {
+		t.Fatalf("target %d pending %d entries %d", p.target.Offset, p.pending(), len(p.entries))
+	}
+}
+
+func TestTrackerGapsAndRewind(t *testing.T) {
+	p := newPartState(1)
+	// Offsets need not be contiguous (transaction markers, compaction).
+	for _, o := range []int64{5, 7, 8, 12} {
+		p.add(o, 0, 1)
+	}
+	p.ack(7)
+	p.ack(5)
+	if p.target.Offset != 8 {
+		t.Fatalf("target %d, want 8", p.target.Offset)
+	}
+	// The log was truncated and the client rewound to 8: 8 and 12 are replaced.
+	p.add(8, 1, 1)
+	if p.pending() != 1 || p.find(12) != nil {
+		t.Fatalf("rewind kept %d entries", p.pending())
+	}
+	p.ack(8)
+	if p.target.Offset != 9 || p.target.Epoch != 1 {
+		t.Fatalf("target %+v", p.target)
+	}
+}
+
+func TestTrackerCompacts(t *testing.T) {
+	p := newPartState(0)
+	p.add(0, 0, 1) // held: blocks the prefix
+	for o := int64(1); o < 5000; o++ {
+		p.add(o, 0, 1)
+		p.ack(o)
+	}
+	if p.pending() != 5000 || p.target.Offset != -1 {
+		t.Fatalf("pending %d target %d", p.pending(), p.target.Offset)
+	}
+	p.ack(0)
+	if p.target.Offset != 5000 || len(p.entries) != 0 {
+		t.Fatalf("target %d entries %d", p.target.Offset, len(p.entries))
+	}
+	// A long run acked in order reuses the slice.
+	before := cap(p.entries)
+	for o := int64(5000); o < 20000; o++ {
+		p.add(o, 0, 1)
+		if o%3 == 2 {
+			for a := o - 2; a <= o; a++ {
+				p.ack(a)
+			}
+		}
+	}
+	if cap(p.entries) != before || len(p.entries) > 2 {
+		t.Fatalf("entries len %d cap %d, was cap %d", len(p.entries), cap(p.entries), before)
+	}
+	var unacked int
+	p.unacked(func(entry) { unacked++ })
+	if unacked != p.pending() {
+		t.Fatalf("unacked %d pending %d", unacked, p.pending())
+	}
+}
+
+func TestAttemptMemory(t *testing.T) {
+	k := attemptKey{"s", "t", 1, 9}
+	if recallAttempts(k) != 0 {
+		t.Fatal("unknown key")
+	}
+	rememberAttempts(k, 3)
+	if recallAttempts(k) != 3 || recallAttempts(k) != 0 {
+		t.Fatal("recall must return and forget")
+	}
+	for i := range attemptMemoMax + 10 {
+		rememberAttempts(attemptKey{"s", "t", 0, int64(i)}, 1)
+	}
+	if recallAttempts(attemptKey{"s", "t", 0, 0}) != 0 || recallAttempts(attemptKey{"s", "t", 0, attemptMemoMax + 9}) != 1 {
+		t.Fatal("eviction must drop the oldest")
+	}
+	for i := range attemptMemoMax + 10 {
+		recallAttempts(attemptKey{"s", "t", 0, int64(i)})
+	}
+	if attemptMemo.size.Load() != 0 {
+		t.Fatalf("size %d", attemptMemo.size.Load())
+	}
+}
+
+func TestCodec(t *testing.T) {
+	m := &relay.Message{ID: "x", Key: "k", Payload: []byte("p"), Metadata: relay.Metadata{
+		"relay-id": "a", "relay-md-b": "b", "relay-": "c", "plain": "d", "": "e",
+	}}
+	r := encodeRecord("t", m)
+	names := map[string]bool{}
+	for _, h := range r.Headers {
+		if names[h.Key] {
+			t.Fatalf("duplicate header %q", h.Key)
+		}
+		names[h.Key] = true
+	}
+	if !names["relay-md-relay-id"] || !names["relay-md-relay-md-b"] || !names["plain"] {
+		t.Fatalf("headers %v", names)
+	}
+	r.Partition, r.Offset = 2, 7
+	got := decodeRecord(r)
+	if got.ID != "x" || got.Key != "k" || string(got.Payload) != "p" || len(got.Metadata) != len(m.Metadata) {
+		t.Fatalf("decoded %+v", got)
+	}
+	for k, v := range m.Metadata {
+		if got.Metadata[k] != v {
+			t.Fatalf("metadata %q = %q, want %q", k, got.Metadata[k], v)
+		}
+	}
+	// The payload is a copy.
+	got.Payload[0] = 'X'
+	if string(r.Value) != "p" {
+		t.Fatal("decoded payload aliases the record")
+	}
+	// A record without relay-id gets a stable ID from its position.
+	if id := decodeRecord(&kgo.Record{Topic: "t", Partition: 2, Offset: 7}).ID; id != "kafka:t:2:7" {
+		t.Fatalf("foreign id %q", id)
+	}
+	// recordSize bounds what kgo will encode.
+	if n := recordSize(m); n < len("p")+len("k")+len("x") {
+		t.Fatalf("size %d", n)
+	}
+}
