@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -35,7 +36,15 @@ type Bridge struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	routes  []*route
+	closers []io.Closer // dedup store clients, closed when Run returns
 	started atomic.Bool
+}
+
+func (b *Bridge) closeStores() {
+	for _, c := range b.closers {
+		_ = c.Close()
+	}
+	b.closers = nil
 }
 
 // New validates cfg and prepares a bridge; it connects to nothing (Run
@@ -82,6 +91,20 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if !b.started.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
+	for _, r := range b.routes {
+		if r.cfg.Dedup == nil {
+			continue
+		}
+		st, closer, err := newDedupStore(r.cfg.Dedup)
+		if err != nil {
+			b.closeStores()
+			return fmt.Errorf("route %s: %w", r.cfg.Name, err)
+		}
+		r.dedupStore = st
+		if closer != nil {
+			b.closers = append(b.closers, closer)
+		}
+	}
 	b.log.Info("bridge starting", "routes", len(b.routes))
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.routes))
@@ -95,6 +118,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	b.closeStores()
 	err := errors.Join(errs...)
 	if err != nil {
 		b.log.Warn("bridge stopped with errors", "err", err)

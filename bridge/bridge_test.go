@@ -295,3 +295,60 @@ func TestCheckReportsEachEndpoint(t *testing.T) {
 		t.Errorf("statuses = %+v", st)
 	}
 }
+
+// TestPoisonsRejectedMessages: a message the destination rejects for good
+// (too large) goes to the poison topic on the source broker with the
+// PoisonQueue metadata; the others are forwarded.
+func TestPoisonsRejectedMessages(t *testing.T) {
+	a, b := "mem://"+uniq("a"), "mem://"+uniq("b")
+	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
+		Name:   "r",
+		From:   bridge.Source{URL: a + "?group=bridge", Topic: "in"},
+		To:     bridge.Destination{URL: b + "?maxbytes=1000", Topic: "out"},
+		Poison: &bridge.Poison{Topic: "in.poison"},
+	}}}, bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, b, "reader", "out")
+	provision(t, a, "ops", "in.poison")
+	stop := runBridge(t, br)
+	small, big := relay.NewMessage([]byte("ok")), relay.NewMessage(bytes.Repeat([]byte("x"), 5000))
+	publish(t, a, "in", big, small)
+	if got := consume(t, b, "reader", "out", 1); got[0].ID != small.ID {
+		t.Errorf("forwarded %s, want %s", got[0].ID, small.ID)
+	}
+	p := consume(t, a, "ops", "in.poison", 1)[0]
+	if p.ID != big.ID || len(p.Payload) != 5000 || p.Metadata["relay-poison-topic"] != "in" || p.Metadata["relay-poison-handler"] != "r" {
+		t.Errorf("poisoned %s (%d bytes) with %v", p.ID, len(p.Payload), p.Metadata)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDedupSkipsRepeatedIDs: a message published twice with the same ID is
+// forwarded once.
+func TestDedupSkipsRepeatedIDs(t *testing.T) {
+	a, b := "mem://"+uniq("a"), "mem://"+uniq("b")
+	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
+		Name: "r", From: bridge.Source{URL: a, Topic: "t", Group: "g"}, To: bridge.Destination{URL: b},
+		Dedup: &bridge.Dedup{}, Concurrency: 1,
+	}}}, bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, b, "reader", "t")
+	stop := runBridge(t, br)
+	m := relay.NewMessage([]byte("once"))
+	dup := m.Copy()
+	last := relay.NewMessage([]byte("last"))
+	publish(t, a, "t", m, dup, last)
+	got := consume(t, b, "reader", "t", 2)
+	if got[0].ID != m.ID || got[1].ID != last.ID {
+		t.Errorf("forwarded %s, %s; want %s then %s", got[0].ID, got[1].ID, m.ID, last.ID)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/go-relay/relay"
 )
 
@@ -147,6 +149,12 @@ type Poison struct {
 	URL string
 	// Topic is the poison topic ("topic"). Required.
 	Topic string
+	// AfterDeliveries also poisons a message that still fails on its Nth
+	// delivery ("after_deliveries"), whatever the error. Default 0: only
+	// messages the destination rejects for good (too large, invalid,
+	// unsupported) are poisoned, and a destination that is down delays
+	// messages instead of poisoning them.
+	AfterDeliveries int
 }
 
 // Dedup configures duplicate suppression by message ID.
@@ -340,14 +348,17 @@ func (r Route) validate(p *problems, path string) {
 		} else if _, ok := sourceAsPublisherURL(r.From.URL); !ok && r.From.URL != "" {
 			p.add(path+".poison.url", "required: from.url has parameters other than group=, which a publisher may not accept")
 		}
+		if ps.AfterDeliveries < 0 {
+			p.add(path+".poison.after_deliveries", "%d: must not be negative", ps.AfterDeliveries)
+		}
 		if ps.Topic != "" && (ps.Topic == r.From.Topic && (ps.URL == "" || ps.URL == r.From.URL)) {
 			p.add(path+".poison.topic", "%q is the route's source topic", ps.Topic)
 		}
 	}
 	if d := r.Dedup; d != nil {
 		if d.Store != "" && d.Store != "memory" {
-			if u, err := url.Parse(d.Store); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-				p.add(path+".dedup.store", "%q: want memory or a redis:// URL", relay.Redact(d.Store))
+			if _, err := redis.ParseURL(d.Store); err != nil {
+				p.add(path+".dedup.store", "%s: want memory or a redis:// URL (%v)", relay.Redact(d.Store), err)
 			}
 		}
 		if d.TTL < 0 {

@@ -8,6 +8,7 @@ import (
 type metrics struct {
 	forwarded  *prometheus.CounterVec
 	failed     *prometheus.CounterVec
+	retries    *prometheus.CounterVec
 	poisoned   *prometheus.CounterVec
 	looped     *prometheus.CounterVec
 	duplicates *prometheus.CounterVec
@@ -27,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_bridge_failed_total",
 			Help: "Deliveries whose publish failed after in-process retries (the message was nacked for redelivery or poisoned).",
+		}, route),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_bridge_retries_total",
+			Help: "Publishes retried in process after a failure.",
 		}, route),
 		poisoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_bridge_poisoned_total",
@@ -58,21 +63,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Messages waiting at the source for the route's group, where the source adapter reports it (LagReporter).",
 		}, route),
 	}
-	reg.MustRegister(m.forwarded, m.failed, m.poisoned, m.looped, m.duplicates, m.inFlight, m.latency, m.age, m.lag)
+	reg.MustRegister(m.forwarded, m.failed, m.retries, m.poisoned, m.looped, m.duplicates, m.inFlight, m.latency, m.age, m.lag)
 	return m
 }
 
 // routeMetrics are the series of one route.
 type routeMetrics struct {
-	forwarded, failed, poisoned, looped, duplicates prometheus.Counter
-	inFlight, age, lag                              prometheus.Gauge
-	latency                                         prometheus.Observer
+	forwarded, failed, retries, poisoned, looped, duplicates prometheus.Counter
+	inFlight, age, lag                                       prometheus.Gauge
+	latency                                                  prometheus.Observer
 }
 
 func (m *metrics) route(name string) routeMetrics {
 	return routeMetrics{
 		forwarded:  m.forwarded.WithLabelValues(name),
 		failed:     m.failed.WithLabelValues(name),
+		retries:    m.retries.WithLabelValues(name),
 		poisoned:   m.poisoned.WithLabelValues(name),
 		looped:     m.looped.WithLabelValues(name),
 		duplicates: m.duplicates.WithLabelValues(name),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/middleware"
 	"github.com/go-relay/relay/router"
 )
 
@@ -39,6 +40,7 @@ type route struct {
 	shutdown     time.Duration
 	log          *slog.Logger
 	m            routeMetrics
+	dedupStore   middleware.Store
 	pollInterval time.Duration
 
 	mu      sync.Mutex
@@ -150,10 +152,15 @@ func (r *route) session(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	f := &forwarder{r: r, pub: pub, poison: poisonPub}
+	mws, err := r.chain(poisonPub)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	f := &forwarder{r: r, pub: pub}
 	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
 		router.WithConcurrency(r.cfg.Concurrency),
-		router.WithMiddleware(r.middleware()...))
+		router.WithMiddleware(mws...))
 	if err != nil {
 		closeAll()
 		return err
@@ -285,9 +292,8 @@ func (r *route) endpointErrs() (src, dst error) {
 // around it see the destination's answer: the router acks the source only
 // when the handler returned nil, which is after the destination confirmed.
 type forwarder struct {
-	r      *route
-	pub    relay.Publisher
-	poison relay.Publisher
+	r   *route
+	pub relay.Publisher
 }
 
 func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
@@ -306,7 +312,11 @@ func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Mess
 	defer cancel()
 	start := time.Now()
 	if err := f.pub.Publish(pctx, r.cfg.To.Topic, c); err != nil {
-		return nil, fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
+		err = fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
+		if rejected(err) {
+			err = relay.Permanent(err)
+		}
+		return nil, err
 	}
 	r.m.forwarded.Inc()
 	r.m.latency.Observe(time.Since(start).Seconds())
@@ -314,24 +324,6 @@ func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Mess
 		r.m.age.Set(max(0, time.Since(t).Seconds()))
 	}
 	return nil, nil
-}
-
-// middleware is the route's handler chain, outermost first.
-func (r *route) middleware() []router.Middleware {
-	return []router.Middleware{r.observe}
-}
-
-// observe keeps the in-flight gauge and counts deliveries that failed.
-func (r *route) observe(next router.Handler) router.Handler {
-	return func(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
-		r.m.inFlight.Inc()
-		defer r.m.inFlight.Dec()
-		outs, err := next(ctx, m)
-		if err != nil {
-			r.m.failed.Inc()
-		}
-		return outs, err
-	}
 }
 
 // idTime returns the time in a UUIDv7 ID.

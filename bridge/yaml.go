@@ -357,7 +357,8 @@ func (d *decoder) route(n *yaml.Node, path string, r *Route) {
 			r.Poison = &Poison{}
 			d.mapping(n, path,
 				field{"url", d.str(&r.Poison.URL)},
-				field{"topic", d.str(&r.Poison.Topic)})
+				field{"topic", d.str(&r.Poison.Topic)},
+				field{"after_deliveries", d.int(&r.Poison.AfterDeliveries)})
 		}},
 		field{"dedup", func(n *yaml.Node, path string) {
 			r.Dedup = &Dedup{}

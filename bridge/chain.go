@@ -1,0 +1,127 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/middleware"
+	"github.com/go-relay/relay/middleware/dedupredis"
+	"github.com/go-relay/relay/router"
+)
+
+// The handler chain of a route, outermost first:
+//
+//	observe → PoisonQueue (if poison) → Retry → Dedup (if dedup) → forward
+//
+// PoisonQueue sits outside Retry, so it sees only what Retry gave up on;
+// Dedup inside Retry, so each attempt reserves the message ID and a failed
+// attempt releases it. The forwarder publishes and returns no outputs, so
+// every middleware sees the destination's answer, and the router acks the
+// source only after the chain returned success.
+
+// chain builds the route's middleware around the forwarder for one session.
+func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
+	mws := []router.Middleware{r.observe}
+	if p := r.cfg.Poison; p != nil {
+		after := p.AfterDeliveries
+		if after == 0 {
+			after = math.MaxInt32 // only permanent rejections
+		}
+		mw, err := middleware.PoisonQueue(middleware.PoisonConfig{
+			Publisher:       poisonPub,
+			Topic:           p.Topic,
+			AfterDeliveries: after,
+		})
+		if err != nil {
+			return nil, err
+		}
+		mws = append(mws, mw)
+	}
+	rt := r.cfg.Retry
+	mw, err := middleware.Retry(middleware.RetryConfig{
+		MaxAttempts:     rt.MaxAttempts,
+		InitialInterval: rt.InitialInterval,
+		MaxInterval:     rt.MaxInterval,
+		MaxElapsed:      rt.MaxElapsed,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mws = append(mws, mw)
+	if d := r.cfg.Dedup; d != nil {
+		mw, err := middleware.Dedup(middleware.DedupConfig{
+			Store:  r.dedupStore,
+			Lease:  max(time.Minute, r.cfg.PublishTimeout+10*time.Second),
+			TTL:    d.TTL,
+			Logger: r.log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		mws = append(mws, mw)
+	}
+	return mws, nil
+}
+
+// newDedupStore returns the store named by cfg ("memory" or a redis URL)
+// and what to close when the bridge stops.
+func newDedupStore(d *Dedup) (middleware.Store, io.Closer, error) {
+	if d.Store == "memory" || d.Store == "" {
+		return middleware.NewMemoryStore(middleware.MemoryStoreConfig{}), nil, nil
+	}
+	opts, err := redis.ParseURL(d.Store)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dedup store %s: %w", relay.Redact(d.Store), err)
+	}
+	client := redis.NewClient(opts)
+	st, err := dedupredis.New(client, dedupredis.Config{})
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return st, client, nil
+}
+
+// rejected reports whether the destination refused a message for a reason
+// that retrying cannot fix.
+func rejected(err error) bool {
+	return errors.Is(err, relay.ErrLimit) || errors.Is(err, relay.ErrInvalidTopic) || errors.Is(err, relay.ErrNotSupported)
+}
+
+// observe keeps the in-flight gauge and counts what happened to each
+// delivery, including what the middleware inside did.
+func (r *route) observe(next router.Handler) router.Handler {
+	return func(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
+		r.m.inFlight.Inc()
+		defer r.m.inFlight.Dec()
+		outs, err := next(middleware.WithObserver(ctx, routeObserver{r}), m)
+		if err != nil {
+			r.m.failed.Inc()
+		}
+		return outs, err
+	}
+}
+
+type routeObserver struct{ r *route }
+
+func (o routeObserver) Retried(_ context.Context, m *relay.Message, ev middleware.RetryEvent) {
+	o.r.m.retries.Inc()
+	o.r.log.Debug("retrying publish", "id", m.ID, "attempt", ev.Attempt, "delay", ev.Delay, "err", ev.Err)
+}
+
+func (o routeObserver) Poisoned(_ context.Context, m *relay.Message, err error) {
+	o.r.m.poisoned.Inc()
+	o.r.log.Warn("message moved to the poison topic", "id", m.ID, "poison_topic", o.r.cfg.Poison.Topic, "err", err)
+}
+
+func (o routeObserver) Deduplicated(_ context.Context, m *relay.Message, _ string) {
+	o.r.m.duplicates.Inc()
+	o.r.log.Debug("not forwarding a duplicate", "id", m.ID)
+}
