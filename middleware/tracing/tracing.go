@@ -198,4 +198,3 @@ func (p *publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 }
 
 func (p *publisher) Close() error { return p.pub.Close() }
-
