@@ -78,7 +78,8 @@ type DedupConfig struct {
 	// TTL is how long a handled key is remembered: duplicates arriving
 	// later run again. Default 24h.
 	TTL time.Duration
-	// StoreTimeout bounds each store call. Default 5s.
+	// StoreTimeout bounds each store call. Default 0: the store's own
+	// timeouts apply (a go-redis client has read and write timeouts).
 	StoreTimeout time.Duration
 	// FailOpen handles the message without dedup when the store fails
 	// (availability over duplicate suppression). Default false: the
@@ -144,9 +145,6 @@ func Dedup(cfg DedupConfig) (router.Middleware, error) {
 	if cfg.TTL == 0 {
 		cfg.TTL = 24 * time.Hour
 	}
-	if cfg.StoreTimeout == 0 {
-		cfg.StoreTimeout = 5 * time.Second
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -163,7 +161,7 @@ func (c *DedupConfig) run(ctx context.Context, msg *relay.Message, next router.H
 		return next(ctx, msg)
 	}
 	token := newToken()
-	sctx, cancel := context.WithTimeout(ctx, c.StoreTimeout)
+	sctx, cancel := c.storeCtx(ctx)
 	state, err := c.Store.Reserve(sctx, key, token, c.Lease)
 	cancel()
 	if err != nil {
@@ -189,7 +187,7 @@ func (c *DedupConfig) run(ctx context.Context, msg *relay.Message, next router.H
 	}
 	// The effect happened: a failed commit only weakens dedup for later
 	// duplicates; failing the message now would repeat the effect.
-	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.StoreTimeout)
+	sctx, cancel = c.storeCtx(context.WithoutCancel(ctx))
 	if err := c.Store.Commit(sctx, key, token, c.TTL); err != nil {
 		c.Logger.Warn("dedup: commit failed; a duplicate may run again after the lease", "key", key, "err", err)
 	}
@@ -204,7 +202,7 @@ func (c *DedupConfig) call(ctx context.Context, msg *relay.Message, next router.
 		if ok {
 			return
 		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.StoreTimeout)
+		sctx, cancel := c.storeCtx(context.WithoutCancel(ctx))
 		defer cancel()
 		if rerr := c.Store.Release(sctx, key, token); rerr != nil {
 			c.Logger.Warn("dedup: release failed; the key stays blocked until its lease expires", "key", key, "err", rerr)
@@ -213,6 +211,13 @@ func (c *DedupConfig) call(ctx context.Context, msg *relay.Message, next router.
 	outs, err = next(ctx, msg)
 	ok = err == nil
 	return outs, err
+}
+
+func (c *DedupConfig) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.StoreTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.StoreTimeout)
 }
 
 func newToken() string {
