@@ -16,7 +16,7 @@ import (
 // RFC 3339 with nanoseconds, UTC. `relay replay` reads PoisonTopicKey to
 // send a message back where it came from.
 const (
-	PoisonReasonKey       = "relay-poison-reason"        // the error text (truncated to MaxReasonBytes)
+	PoisonReasonKey       = "relay-poison-reason"        // the handler's error text (truncated to MaxReasonBytes)
 	PoisonTopicKey        = "relay-poison-topic"         // the topic the message was received from
 	PoisonHandlerKey      = "relay-poison-handler"       // the router handler that failed
 	PoisonAttemptsKey     = "relay-poison-attempts"      // handler runs in the last delivery (from Retry; 1 without)
@@ -134,9 +134,13 @@ func (c *PoisonConfig) shouldPoison(ctx context.Context, msg *relay.Message, err
 func (c *PoisonConfig) poisoned(ctx context.Context, msg *relay.Message, err error) *relay.Message {
 	now := c.Now().UTC()
 	attempts, first, last := 1, now, now
+	reason := err
 	var re *RetryError
 	if errors.As(err, &re) {
 		attempts, first, last = re.Attempts, re.FirstFailed.UTC(), re.LastFailed.UTC()
+		if re == err {
+			reason = re.Err // the handler's words; attempts have their own key
+		}
 	}
 	topic := msg.Topic()
 	if topic == "" {
@@ -147,7 +151,7 @@ func (c *PoisonConfig) poisoned(ctx context.Context, msg *relay.Message, err err
 		cp.Metadata = relay.Metadata{}
 	}
 	md := cp.Metadata
-	md[PoisonReasonKey] = truncate(err.Error(), c.MaxReasonBytes)
+	md[PoisonReasonKey] = truncate(reason.Error(), c.MaxReasonBytes)
 	md[PoisonTopicKey] = topic
 	md[PoisonHandlerKey] = router.HandlerName(ctx)
 	md[PoisonAttemptsKey] = strconv.Itoa(attempts)

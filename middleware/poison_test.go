@@ -122,7 +122,7 @@ func TestPoisonMetadataAndAckAfterPublish(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, v)
 		}
 	}
-	if reason := p.Metadata.Get(middleware.PoisonReasonKey); !strings.Contains(reason, "card declined: insufficient funds") {
+	if reason := p.Metadata.Get(middleware.PoisonReasonKey); reason != "card declined: insufficient funds" {
 		t.Errorf("reason %q", reason)
 	}
 	if _, ok := p.Metadata[middleware.PoisonStackKey]; ok {
