@@ -6,6 +6,18 @@
 // catalog publishes image-resize jobs to a work queue that three workers
 // share in one group, so each job goes to one of them (competing consumers).
 //
+// The services run as router handlers with middleware (package router and
+// package middleware), which is how real consumers cope with trouble:
+//
+//   - the email provider times out once: Retry sends the email again;
+//   - one order is malformed: each service marks the error permanent, and
+//     PoisonQueue moves the order to a poison topic, where an operator
+//     (the "ops" subscriber) sees who rejected it and why, instead of the
+//     order being redelivered forever;
+//   - the order service's publish of one "charge card" command is retried
+//     after a timeout, so the command arrives twice: Dedup lets payments
+//     charge the card once.
+//
 // The program prints who got what, and exits 0 once every message was
 // received and acked by everyone who should get it; it exits 1 if something
 // is missing when -timeout runs out.
@@ -30,6 +42,9 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/middleware"
+	"github.com/go-relay/relay/router"
+
 	_ "github.com/go-relay/relay/adapters/amqp"        // registers amqp://, amqps://
 	_ "github.com/go-relay/relay/adapters/kafka"       // registers kafka://
 	_ "github.com/go-relay/relay/adapters/memory"      // registers mem://
@@ -49,6 +64,13 @@ var orders = []Order{
 	{ID: "A-1002", Email: "bo@example.com", Items: 1, Total: "12.50"},
 	{ID: "A-1003", Email: "chen@example.com", Items: 5, Total: "230.00"},
 }
+
+// malformed is an order the order service got wrong: it cannot be decoded.
+const malformed = `{"id": "A-1004", "items": "three"`
+
+// flakyEmail is the order whose confirmation the email provider times out
+// on at the first try.
+const flakyEmail = "A-1002"
 
 // services each subscribe in their own group, so each gets every order.
 var services = []struct {
@@ -92,6 +114,8 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 	runID := id[len(id)-8:] // fresh topics per run, so a durable broker's old messages don't count
 	orderTopic := "order-placed-" + runID
 	jobTopic := "image-resize-" + runID
+	chargeTopic := "charge-card-" + runID
+	poisonTopic := orderTopic + "-poison"
 	fmt.Fprintf(out, "checkout demo on %s (run %s)\n\n", relay.Redact(broker), runID)
 
 	pub, err := relay.OpenPublisher(ctx, broker)
@@ -106,14 +130,16 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 	t := newTally(out)
 	var subs []relay.Subscriber
 	var wg sync.WaitGroup
+	stopRouter := func() {}
 	shutdown := func() {
+		stopRouter()
 		for _, s := range subs {
 			s.Close() // ends its subscriptions and closes their channels
 		}
 		wg.Wait()
 	}
 	defer shutdown()
-	subscribe := func(group, topic string, params ...string) (<-chan *relay.Message, error) {
+	open := func(group, topic string, params ...string) (relay.Subscriber, error) {
 		sub, err := relay.OpenSubscriber(ctx, withQuery(broker, append([]string{"group=" + group}, params...)...))
 		if err != nil {
 			return nil, err
@@ -126,25 +152,102 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 				return nil, fmt.Errorf("provision %s for group %s: %w", topic, group, err)
 			}
 		}
-		return sub.Subscribe(ctx, topic)
+		return sub, nil
 	}
-
-	for _, s := range services {
-		msgs, err := subscribe(s.group, orderTopic)
+	subscribe := func(group, topic string, params ...string) (<-chan *relay.Message, error) {
+		sub, err := open(group, topic, params...)
 		if err != nil {
 			return nil, err
 		}
-		wg.Go(func() {
-			for m := range msgs {
-				var o Order
-				if err := json.Unmarshal(m.Payload, &o); err != nil {
-					t.note("%s: bad order %s: %v", s.group, m.ID, err)
-					continue
-				}
-				t.ack(m, s.group, s.group, s.act(o))
-			}
-		})
+		return sub.Subscribe(ctx, topic)
 	}
+
+	// The order consumers and payments run in one router. Middleware order:
+	// PoisonQueue outside Retry, so an order is poisoned only after Retry
+	// gave up (or at once for a permanent error); Dedup inside both.
+	poison, err := middleware.PoisonQueue(middleware.PoisonConfig{Publisher: pub, Topic: poisonTopic})
+	if err != nil {
+		return nil, err
+	}
+	retry, err := middleware.Retry(middleware.RetryConfig{
+		MaxAttempts:     3,
+		InitialInterval: 50 * time.Millisecond,
+		OnRetry: func(ctx context.Context, m *relay.Message, ev middleware.RetryEvent) {
+			t.note("%s: %v; trying again in %v", router.HandlerName(ctx), ev.Err, ev.Delay.Round(time.Millisecond))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	// One process here, so an in-memory store; replicas of a real service
+	// share middleware/dedupredis instead.
+	dedup, err := middleware.Dedup(middleware.DedupConfig{Store: middleware.NewMemoryStore(middleware.MemoryStoreConfig{})})
+	if err != nil {
+		return nil, err
+	}
+	r, err := router.New(router.Config{CloseTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	stopRouter = func() { r.Close() } // drains: handlers in progress finish and their messages are acked
+	if err := r.Use(poison, retry, middleware.Recoverer); err != nil {
+		return nil, err
+	}
+	emailTries := map[string]int{}
+	for _, s := range services {
+		sub, err := open(s.group, orderTopic)
+		if err != nil {
+			return nil, err
+		}
+		err = r.AddHandler(s.group, sub, orderTopic, func(_ context.Context, m *relay.Message) ([]*relay.Message, error) {
+			var o Order
+			if err := json.Unmarshal(m.Payload, &o); err != nil {
+				// Retrying cannot fix it: straight to the poison topic.
+				return nil, relay.Permanent(fmt.Errorf("malformed order: %w", err))
+			}
+			if s.group == "email" && o.ID == flakyEmail {
+				if emailTries[o.ID]++; emailTries[o.ID] == 1 {
+					return nil, errors.New("email provider timed out")
+				}
+			}
+			t.handled(m, m.ID, s.group, s.group, s.act(o))
+			return nil, nil // the router acks the order
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	paySub, err := open("payments", chargeTopic)
+	if err != nil {
+		return nil, err
+	}
+	err = r.AddHandler("payments", paySub, chargeTopic, func(_ context.Context, m *relay.Message) ([]*relay.Message, error) {
+		t.handled(m, m.ID, "payments", "payments", "charge "+string(m.Payload))
+		return nil, nil
+	}, router.WithMiddleware(noteDuplicates(t), dedup))
+	if err != nil {
+		return nil, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
+	select {
+	case <-r.Running():
+	case err := <-errc:
+		return nil, err
+	}
+
+	// An operator watches the poison topic.
+	poisoned, err := subscribe("ops", poisonTopic)
+	if err != nil {
+		return nil, err
+	}
+	wg.Go(func() {
+		for m := range poisoned {
+			md := m.Metadata
+			t.ack(m, m.ID+"/"+md.Get(middleware.PoisonHandlerKey), "poison", "ops",
+				fmt.Sprintf("order %s poisoned by %s: %s", m.Key, md.Get(middleware.PoisonHandlerKey), md.Get(middleware.PoisonReasonKey)))
+		}
+	})
 	for w := 1; w <= workers; w++ {
 		name := fmt.Sprintf("worker-%d", w)
 		jobs, err := subscribe("resizers", jobTopic, "inflight=1")
@@ -154,7 +257,7 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 		wg.Go(func() {
 			for m := range jobs {
 				time.Sleep(20 * time.Millisecond) // "resizing"
-				t.ack(m, "resizers", name, "resized "+string(m.Payload))
+				t.ack(m, m.ID, "resizers", name, "resized "+string(m.Payload))
 			}
 		})
 	}
@@ -162,7 +265,7 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 	// The order service places its orders, and the catalog queues photos to
 	// resize. Each Publish sends its batch in one go and returns once the
 	// broker has accepted every message.
-	var placed, queued []*relay.Message
+	var placed, queued, charges []*relay.Message
 	for _, o := range orders {
 		body, _ := json.Marshal(o)
 		m := relay.NewMessage(body)
@@ -172,15 +275,36 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 		for _, s := range services {
 			t.expect(s.group, m.ID)
 		}
+		c := relay.NewMessage([]byte(o.Total + " for " + o.ID))
+		c.Key = o.ID
+		charges = append(charges, c)
+		t.expect("payments", c.ID)
+		if o.ID == flakyEmail {
+			// The order service's publish of this command timed out and it
+			// published again: the same message (same ID) twice.
+			charges = append(charges, c)
+			t.expect("duplicates", c.ID)
+		}
+	}
+	bad := relay.NewMessage([]byte(malformed))
+	bad.Key = "A-1004"
+	bad.Metadata = relay.Metadata{"event": "order.placed"}
+	placed = append(placed, bad)
+	for _, s := range services {
+		t.expect("poison", bad.ID+"/"+s.group)
 	}
 	for i := 1; i <= resizeJobs; i++ {
 		m := relay.NewMessage(fmt.Appendf(nil, "photo-%02d.jpg", i))
 		queued = append(queued, m)
 		t.expect("resizers", m.ID)
 	}
-	t.printf("order service: placing %d orders on %s\n", len(placed), orderTopic)
+	t.printf("order service: placing %d orders on %s (one of them malformed)\n", len(placed), orderTopic)
 	if err := pub.Publish(ctx, orderTopic, placed...); err != nil {
 		return nil, fmt.Errorf("publish orders: %w", err)
+	}
+	t.printf("order service: sending %d charge commands on %s (one twice)\n", len(charges), chargeTopic)
+	if err := pub.Publish(ctx, chargeTopic, charges...); err != nil {
+		return nil, fmt.Errorf("publish charges: %w", err)
 	}
 	t.printf("catalog:       queueing %d resize jobs on %s\n", len(queued), jobTopic)
 	if err := pub.Publish(ctx, jobTopic, queued...); err != nil {
@@ -190,10 +314,30 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 	select {
 	case <-t.done:
 	case <-ctx.Done():
+	case err := <-errc:
+		t.note("router stopped: %v", err)
 	}
 	shutdown()
 	return t.report()
 }
+
+// noteDuplicates reports the duplicates that Dedup (inside it) acks
+// without running the handler, through the middleware.Observer hook.
+func noteDuplicates(t *tally) router.Middleware {
+	return func(next router.Handler) router.Handler {
+		return func(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
+			return next(middleware.WithObserver(ctx, dupNoter{t}), m)
+		}
+	}
+}
+
+type dupNoter struct{ t *tally }
+
+func (d dupNoter) Deduplicated(ctx context.Context, m *relay.Message, _ string) {
+	d.t.handled(m, m.ID, "duplicates", router.HandlerName(ctx), "duplicate of charge "+string(m.Payload)+" ignored: already charged")
+}
+func (dupNoter) Retried(context.Context, *relay.Message, middleware.RetryEvent) {}
+func (dupNoter) Poisoned(context.Context, *relay.Message, error)                {}
 
 // withQuery adds query parameters to a URL, keeping those it has:
 // withQuery("mem://checkout", "group=email") is "mem://checkout?group=email",
@@ -236,13 +380,21 @@ func (t *tally) expect(group, id string) {
 	t.want[group][id] = true
 }
 
-// ack acks m and records it for group; who did it and what it did is
-// printed. A message whose Ack fails is not counted: the broker redelivers it.
-func (t *tally) ack(m *relay.Message, group, who, what string) {
+// ack acks m and records it under key for group; who did it and what it
+// did is printed. A message whose Ack fails is not counted: the broker
+// redelivers it.
+func (t *tally) ack(m *relay.Message, key, group, who, what string) {
 	if err := m.Ack(); err != nil {
 		t.note("%s: ack %s: %v", who, m.ID, err)
 		return
 	}
+	t.handled(m, key, group, who, what)
+}
+
+// handled records m under key for group without acking it: a router
+// handler's message is acked by the router when the handler returns nil
+// (and the router's Close waits for that).
+func (t *tally) handled(m *relay.Message, key, group, who, what string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	again := ""
@@ -250,9 +402,9 @@ func (t *tally) ack(m *relay.Message, group, who, what string) {
 		again = fmt.Sprintf(" (attempt %d)", m.Attempt())
 	}
 	fmt.Fprintf(t.out, "  %-9s <- %s%s\n", who, what, again)
-	if t.want[group][m.ID] {
-		delete(t.want[group], m.ID)
-		t.got[group][m.ID] = true
+	if t.want[group][key] {
+		delete(t.want[group], key)
+		t.got[group][key] = true
 		if group == "resizers" {
 			t.worker[who]++
 		}
@@ -297,6 +449,12 @@ func (t *tally) report() (*Report, error) {
 		split = append(split, fmt.Sprintf("%s %d", name, t.worker[name]))
 	}
 	fmt.Fprintf(t.out, "  resizers  did %d of %d jobs (%s)\n", len(t.got["resizers"]), resizeJobs, strings.Join(split, ", "))
+	for _, g := range []string{"payments", "duplicates", "poison"} {
+		r.Acked[g] = len(t.got[g])
+		missing += len(t.want[g])
+	}
+	fmt.Fprintf(t.out, "  payments  charged %d of %d cards; %d duplicate command(s) ignored\n", len(t.got["payments"]), len(orders), len(t.got["duplicates"]))
+	fmt.Fprintf(t.out, "  ops       saw the malformed order poisoned by %d of %d services\n", len(t.got["poison"]), len(services))
 
 	if missing > 0 {
 		return r, fmt.Errorf("%d message(s) were not received and acked in time", missing)

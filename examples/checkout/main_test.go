@@ -40,10 +40,21 @@ func TestCheckoutOnMemory(t *testing.T) {
 	if total != resizeJobs {
 		t.Errorf("workers did %d jobs in all, want %d (each job once)", total, resizeJobs)
 	}
+	// Retry recovered the email, PoisonQueue took the malformed order from
+	// each service, Dedup charged the duplicated command once.
+	for g, want := range map[string]int{"payments": len(orders), "duplicates": 1, "poison": len(services)} {
+		if got := rep.Acked[g]; got != want {
+			t.Errorf("%s: %d, want %d", g, got, want)
+		}
+	}
 	for _, want := range []string{
 		"email     <- send confirmation of A-1002 to bo@example.com",
+		"! email: email provider timed out; trying again in",
+		"order A-1004 poisoned by email: malformed order: unexpected end of JSON input",
+		"payments  <- duplicate of charge 12.50 for A-1002 ignored: already charged",
 		"analytics got 3 of 3 orders",
 		"resizers  did 9 of 9 jobs",
+		"payments  charged 3 of 3 cards; 1 duplicate command(s) ignored",
 		"every message was received and acked.",
 	} {
 		if !strings.Contains(out.String(), want) {
