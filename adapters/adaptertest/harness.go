@@ -58,6 +58,10 @@ type Harness struct {
 	// check does not require both consumers to get messages (e.g. a single
 	// Kafka partition). Loss is still checked.
 	SkipShareCheck string
+	// NoGroups, when non-empty, is the reason the backend has no groups
+	// (e.g. sqs://, where the queue itself is the one group of competing
+	// consumers): the fan-out check is skipped with it.
+	NoGroups string
 	// IgnoreGoroutines lists goroutines the client library legitimately
 	// leaves running after Close (e.g. a shared idle-connection reaper).
 	IgnoreGoroutines []goleak.Option
