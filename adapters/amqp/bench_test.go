@@ -1,0 +1,357 @@
+package amqp_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/go-relay/relay"
+)
+
+// The benchmarks compare relay with amqp091-go used directly for the same
+// work on the same broker in the same run:
+//
+//   - Publish: batches of persistent, mandatory messages on a channel in
+//     confirm mode, each batch waited for as a whole (raw: NotifyPublish
+//     bookkeeping, the usual asynchronous-confirm pattern).
+//   - Consume: a queue pre-filled with b.N messages drained with a prefetch
+//     window, every message acknowledged (raw: Ack per delivery).
+//
+//	go test -run '^$' -bench . -benchtime 20000x ./adapters/amqp/
+
+const benchPayload = 256
+
+func benchMessages(n int) []*relay.Message {
+	msgs := make([]*relay.Message, n)
+	body := make([]byte, benchPayload)
+	for i := range msgs {
+		msgs[i] = &relay.Message{ID: relay.NewID(), Payload: body}
+	}
+	return msgs
+}
+
+func BenchmarkPublish(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("relay/batch=%d", batch), func(b *testing.B) { benchRelayPublish(b, batch) })
+		b.Run(fmt.Sprintf("raw/batch=%d", batch), func(b *testing.B) { benchRawPublish(b, batch) })
+	}
+}
+
+// benchTopic provisions a topic with one group so that mandatory
+// publishes are routable, and deletes both afterwards.
+func benchTopic(b *testing.B) string {
+	c := newCleaner(b)
+	topic := unique("bench")
+	provision(b, openSub(b, c, unique("g")), topic)
+	return topic
+}
+
+func benchRelayPublish(b *testing.B, batch int) {
+	topic := benchTopic(b)
+	pub := openPub(b)
+	msgs := benchMessages(batch)
+	ctx := context.Background()
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for done := 0; done < b.N; done += batch {
+		n := min(batch, b.N-done)
+		for _, m := range msgs[:n] {
+			m.ID = relay.NewID()
+		}
+		if err := pub.Publish(ctx, topic, msgs[:n]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
+}
+
+func benchRawPublish(b *testing.B, batch int) {
+	topic := benchTopic(b)
+	ch := rawChannel(b)
+	if err := ch.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, batch))
+	returns := ch.NotifyReturn(make(chan amqp091.Return, batch))
+	body := make([]byte, benchPayload)
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for done := 0; done < b.N; done += batch {
+		n := min(batch, b.N-done)
+		for range n {
+			err := ch.Publish(topic, "", true, false, amqp091.Publishing{
+				MessageId: relay.NewID(), DeliveryMode: amqp091.Persistent, Body: body,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range n {
+			select {
+			case c := <-confirms:
+				if !c.Ack {
+					b.Fatal("nack")
+				}
+			case r := <-returns:
+				b.Fatalf("returned: %s", r.ReplyText)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
+}
+
+func BenchmarkConsumeAck(b *testing.B) {
+	for _, window := range []int{64, 512} {
+		b.Run(fmt.Sprintf("relay/inflight=%d", window), func(b *testing.B) { benchRelayConsume(b, window) })
+		b.Run(fmt.Sprintf("raw/prefetch=%d", window), func(b *testing.B) { benchRawConsume(b, window) })
+	}
+}
+
+// fillQueue provisions topic's queue for group and publishes n messages
+// into it with the raw client.
+func fillQueue(b *testing.B, c *cleaner, group string, n int) string {
+	topic := unique("bench")
+	provision(b, openSub(b, c, group), topic)
+	ch := rawChannel(b)
+	if err := ch.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, 1000))
+	body := make([]byte, benchPayload)
+	for done := 0; done < n; done += 1000 {
+		k := min(1000, n-done)
+		for range k {
+			if err := ch.Publish(topic, "", false, false, amqp091.Publishing{
+				MessageId: relay.NewID(), DeliveryMode: amqp091.Persistent, Body: body,
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range k {
+			<-confirms
+		}
+	}
+	return topic
+}
+
+func benchRelayConsume(b *testing.B, window int) {
+	c := newCleaner(b)
+	group := unique("g")
+	topic := fillQueue(b, c, group, b.N)
+	sub := openSub(b, c, group, "inflight", fmt.Sprint(window))
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	ch, cancel := subscribe(b, sub, topic)
+	for i := 0; i < b.N; i++ {
+		m, ok := <-ch
+		if !ok {
+			b.Fatal("channel closed")
+		}
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
+	b.StopTimer()
+	cancel()
+}
+
+func benchRawConsume(b *testing.B, window int) {
+	c := newCleaner(b)
+	group := unique("g")
+	topic := fillQueue(b, c, group, b.N)
+	ch := rawChannel(b)
+	b.SetBytes(benchPayload)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	if err := ch.Qos(window, 0, false); err != nil {
+		b.Fatal(err)
+	}
+	dels, err := ch.Consume(topic+"."+group, "", false, false, false, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		d, ok := <-dels
+		if !ok {
+			b.Fatal("deliveries closed")
+		}
+		if err := d.Ack(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
+	b.StopTimer()
+	_ = ch.Close()
+}
+
+// BenchmarkRatio runs relay and the raw client alternately, five rounds of
+// b.N messages each (the order flips every round), and reports the median
+// rate of each and their ratio, so that a busy machine affects both sides
+// alike. Run it with a fixed count, e.g. -benchtime 20000x.
+func BenchmarkRatio(b *testing.B) {
+	const rounds = 5
+	type side struct {
+		name string
+		run  func(b *testing.B, n int) float64
+	}
+	compare := func(b *testing.B, relaySide, rawSide side) {
+		var rel, raw []float64
+		for r := range rounds {
+			first, second := relaySide, rawSide
+			if r%2 == 1 {
+				first, second = rawSide, relaySide
+			}
+			for _, s := range []side{first, second} {
+				rate := s.run(b, b.N)
+				if s.name == "relay" {
+					rel = append(rel, rate)
+				} else {
+					raw = append(raw, rate)
+				}
+			}
+		}
+		mr, mw := median(rel), median(raw)
+		b.ReportMetric(mr, "relay-msg/s")
+		b.ReportMetric(mw, "raw-msg/s")
+		b.ReportMetric(mr/mw, "ratio")
+		b.Logf("relay %v raw %v", rounded(rel), rounded(raw))
+	}
+	b.Run("publish/batch=100", func(b *testing.B) {
+		compare(b,
+			side{"relay", func(b *testing.B, n int) float64 { return relayPublishRate(b, n, 100) }},
+			side{"raw", func(b *testing.B, n int) float64 { return rawPublishRate(b, n, 100) }})
+	})
+	b.Run("consume-ack/window=64", func(b *testing.B) {
+		compare(b,
+			side{"relay", func(b *testing.B, n int) float64 { return relayConsumeRate(b, n, 64) }},
+			side{"raw", func(b *testing.B, n int) float64 { return rawConsumeRate(b, n, 64) }})
+	})
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+func rounded(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x)
+	}
+	return out
+}
+
+func relayPublishRate(b *testing.B, n, batch int) float64 {
+	topic := benchTopic(b)
+	pub := openPub(b)
+	msgs := benchMessages(batch)
+	ctx := context.Background()
+	start := time.Now()
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		for _, m := range msgs[:k] {
+			m.ID = relay.NewID()
+		}
+		if err := pub.Publish(ctx, topic, msgs[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func rawPublishRate(b *testing.B, n, batch int) float64 {
+	topic := benchTopic(b)
+	ch := rawChannel(b)
+	if err := ch.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, batch))
+	returns := ch.NotifyReturn(make(chan amqp091.Return, batch))
+	body := make([]byte, benchPayload)
+	start := time.Now()
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		for range k {
+			if err := ch.Publish(topic, "", true, false, amqp091.Publishing{
+				MessageId: relay.NewID(), DeliveryMode: amqp091.Persistent, Body: body,
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range k {
+			select {
+			case c := <-confirms:
+				if !c.Ack {
+					b.Fatal("nack")
+				}
+			case r := <-returns:
+				b.Fatalf("returned: %s", r.ReplyText)
+			}
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func relayConsumeRate(b *testing.B, n, window int) float64 {
+	c := newCleaner(b)
+	group := unique("g")
+	topic := fillQueue(b, c, group, n)
+	sub := openSub(b, c, group, "inflight", fmt.Sprint(window))
+	start := time.Now()
+	ch, cancel := subscribe(b, sub, topic)
+	defer cancel()
+	for range n {
+		m, ok := <-ch
+		if !ok {
+			b.Fatal("channel closed")
+		}
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func rawConsumeRate(b *testing.B, n, window int) float64 {
+	c := newCleaner(b)
+	group := unique("g")
+	topic := fillQueue(b, c, group, n)
+	ch := rawChannel(b)
+	defer ch.Close()
+	start := time.Now()
+	if err := ch.Qos(window, 0, false); err != nil {
+		b.Fatal(err)
+	}
+	dels, err := ch.Consume(topic+"."+group, "", false, false, false, false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		d, ok := <-dels
+		if !ok {
+			b.Fatal("deliveries closed")
+		}
+		if err := d.Ack(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
