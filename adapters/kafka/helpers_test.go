@@ -136,6 +136,36 @@ func (c *cluster) waitMembers(t testing.TB, group string, n int) {
 	}
 }
 
+// waitBalanced waits until group is stable with members() members (read
+// again on every try), each holding at least one partition.
+func (c *cluster) waitBalanced(t testing.TB, group string, members func() int) {
+	t.Helper()
+	adm := c.admin(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := members()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		gs, err := adm.DescribeGroups(ctx, group)
+		cancel()
+		if g, ok := gs[group]; err == nil && ok && g.State == "Stable" && len(g.Members) == n {
+			balanced := true
+			for _, m := range g.Members {
+				a, ok := m.Assigned.AsConsumer()
+				if !ok || len(a.Topics) == 0 || len(a.Topics[0].Partitions) == 0 {
+					balanced = false
+				}
+			}
+			if balanced {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s not balanced over %d members (%d): %v", group, n, len(gs[group].Members), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func unique(prefix string) string {
 	return prefix + "-" + strings.ReplaceAll(relay.NewID(), "-", "")[:20]
 }

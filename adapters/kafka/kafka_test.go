@@ -140,17 +140,22 @@ func TestCommitRule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cancel() // ends the subscription: final commit, leave the group
+	cancel() // ends the subscription
 	for range ch {
 	}
 	if err := held.Ack(); !errors.Is(err, relay.ErrSubscriptionEnded) {
 		t.Fatalf("ack after the end: %v, want ErrSubscriptionEnded", err)
+	}
+	// Close returns after the final commit and leaving the group.
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if off := c.committed(t, group, topic); off[0] != 11 {
 		t.Fatalf("committed %v, want partition 0 at 11", off)
 	}
 
 	// The next member resumes at 11: 11 to 19 again.
+	sub = openSub(t, c.subURL(group, "inflight", "20"))
 	ch2, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,8 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (relay.Publisher, er
 	if err != nil {
 		return nil, err
 	}
+	h := newHealth()
+	opts = append(opts, kgo.WithHooks(h))
 	cl, err := kgo.NewClient(append(opts, cfg.producerOpts()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -38,6 +40,7 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (relay.Publisher, er
 		topics: newTopicMaker(kadm.NewClient(cl), &cfg.Config),
 		caps:   capabilities(cfg.MaxMessageBytes),
 		create: !cfg.NoCreateTopics,
+		health: h,
 	}
 	return driver.NewPublisher(d, 0), nil
 }
@@ -62,7 +65,11 @@ type pubDriver struct {
 	topics *topicMaker
 	caps   relay.Capabilities
 	create bool
+	health *health
 }
+
+// Health implements relay.HealthChecker: nil while some broker answers.
+func (d *pubDriver) Health() error { return d.health.err() }
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 

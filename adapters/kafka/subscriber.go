@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/backoff"
 	"github.com/go-relay/relay/internal/driver"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,6 +31,8 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 	if err != nil {
 		return nil, err
 	}
+	h := newHealth()
+	opts = append(opts, kgo.WithHooks(h))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -49,6 +52,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		topics: newTopicMaker(adm, &cfg.Config),
 		caps:   capabilities(DefaultMaxMessageBytes),
 		scope:  strings.Join(brokers, ",") + "|" + cfg.Group,
+		health: h,
 	}
 	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
 }
@@ -60,8 +64,13 @@ type subDriver struct {
 	adm    *kadm.Client
 	topics *topicMaker
 	caps   relay.Capabilities
-	scope  string // identifies brokers and group for the attempt memory
+	scope  string  // identifies brokers and group for the attempt memory
+	health *health // shared by the admin client and every receiver's client
 }
+
+// Health implements relay.HealthChecker: nil while some broker answers the
+// subscriber's clients.
+func (d *subDriver) Health() error { return d.health.err() }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
 
@@ -124,15 +133,7 @@ func (d *subDriver) ensureGroupStart(ctx context.Context, topic string) error {
 	if g, ok := described[group]; ok && g.Err == nil && len(g.Members) > 0 {
 		return nil
 	}
-	var listed kadm.ListedOffsets
-	if d.cfg.Start == StartLatest {
-		listed, err = d.adm.ListEndOffsets(ctx, topic)
-	} else {
-		listed, err = d.adm.ListStartOffsets(ctx, topic)
-	}
-	if err == nil {
-		err = listed.Error()
-	}
+	listed, err := d.listStart(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("kafka: listing offsets of %q: %w", topic, err)
 	}
@@ -148,6 +149,31 @@ func (d *subDriver) ensureGroupStart(ctx context.Context, topic string) error {
 		return fmt.Errorf("kafka: committing the start position of group %q on %q: %w", group, topic, err)
 	}
 	return nil
+}
+
+// listStart lists the start position of every partition of topic. A topic
+// created a moment ago may not be known to every broker yet: retriable
+// errors are retried until ctx ends.
+func (d *subDriver) listStart(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
+	bo := backoff.Backoff{Initial: 20 * time.Millisecond, Max: time.Second}
+	for {
+		var listed kadm.ListedOffsets
+		var err error
+		if d.cfg.Start == StartLatest {
+			listed, err = d.adm.ListEndOffsets(ctx, topic)
+		} else {
+			listed, err = d.adm.ListStartOffsets(ctx, topic)
+		}
+		if err == nil {
+			err = listed.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) {
+			return listed, err
+		}
+		if !bo.Sleep(ctx) {
+			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
+	}
 }
 
 // Subscribe joins the group for topic with a client of its own. The topic
