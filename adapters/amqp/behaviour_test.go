@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,4 +320,43 @@ func TestPublishContextAndState(t *testing.T) {
 	if pub.State() != amqp.StateClosed {
 		t.Errorf("state after Close: %v", pub.State())
 	}
+}
+
+// Metadata too large for one AMQP content-header frame is refused before
+// sending (the broker would close the whole connection); metadata that
+// exactly fits is accepted.
+func TestMetadataFrameLimit(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("frame")
+	sub := openSub(t, c, unique("g"))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	pub := openPub(t)
+
+	const frameMax = 131072 // RabbitMQ's default, negotiated by amqp091-go
+	id := relay.NewID()
+	// content header: 14 fixed + message-id + delivery-mode + table length
+	// + one entry (key length, key, type, value length, value)
+	fixed := 14 + 1 + len(id) + 1 + 4 + 1 + len("big") + 1 + 4
+	fits := &relay.Message{ID: id, Payload: []byte("fits"),
+		Metadata: relay.Metadata{"big": strings.Repeat("v", frameMax-8-fixed)}}
+	publish(t, pub, topic, fits)
+	got := next(t, ch, "largest metadata")
+	if got.ID != fits.ID || got.Metadata["big"] != fits.Metadata["big"] {
+		t.Errorf("largest metadata did not round-trip")
+	}
+	_ = got.Ack()
+
+	over := &relay.Message{ID: relay.NewID(), Payload: []byte("over"),
+		Metadata: relay.Metadata{"big": strings.Repeat("v", frameMax-8-fixed+1)}}
+	err := pub.Publish(context.Background(), topic, over)
+	var le *relay.LimitError
+	if !errors.Is(err, relay.ErrLimit) || !errors.As(err, &le) || le.MessageID != over.ID || le.What != "metadata size" {
+		t.Fatalf("oversized metadata = %v, want a *relay.LimitError about metadata size", err)
+	}
+	if pub.State() != amqp.StateConnected {
+		t.Errorf("state %v after the refused publish", pub.State())
+	}
+	publish(t, pub, topic, relay.NewMessage([]byte("after")))
+	_ = next(t, ch, "after the refused publish").Ack()
 }

@@ -175,3 +175,18 @@ func TestEncodeProperties(t *testing.T) {
 		t.Errorf("256-byte key accepted")
 	}
 }
+
+func TestHeaderSizesAgree(t *testing.T) {
+	m := &relay.Message{ID: relay.NewID(), Metadata: relay.Metadata{
+		"a": "1", "longer-key": strings.Repeat("x", 300), MetaContentType: "text/plain", MetaAppID: "app",
+	}}
+	p := encode(m)
+	if got, want := publishingHeaderSize(&p), messageHeaderSize(m); got != want {
+		t.Errorf("publishingHeaderSize %d, messageHeaderSize %d", got, want)
+	}
+	nested := amqp091.Table{"t": amqp091.Table{"n": int32(1)}, "l": []any{"ab", int64(2)}, "d": amqp091.Decimal{}}
+	// t: 1+1+1 + (4 + 1+1+1+4); l: 1+1+1 + (4 + 1+4+2 + 1+8); d: 1+1+1+5
+	if got, want := tableSize(nested), (3+11)+(3+20)+(3+5); got != want {
+		t.Errorf("tableSize %d, want %d", got, want)
+	}
+}

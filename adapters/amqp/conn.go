@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -48,6 +49,8 @@ type supervisor struct {
 	cfg     *Config
 	dialCfg amqp091.Config
 	log     *slog.Logger
+
+	frameMax atomic.Int64 // negotiated frame_max of the latest connection
 
 	mu    sync.Mutex
 	conn  *amqp091.Connection
@@ -142,6 +145,7 @@ func (s *supervisor) dial(ctx context.Context) (*amqp091.Connection, error) {
 }
 
 func (s *supervisor) install(conn *amqp091.Connection) {
+	s.frameMax.Store(int64(conn.Config.FrameSize))
 	s.mu.Lock()
 	s.conn = conn
 	s.gen++

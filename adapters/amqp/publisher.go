@@ -108,7 +108,17 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
 func (d *pubDriver) ValidateTopic(topic string) error { return d.names.validatePublish(topic) }
 
-func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return validateMessage(m) }
+func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+	if err := validateMessage(m); err != nil {
+		return err
+	}
+	limit := headerLimit(int(d.sup.frameMax.Load()))
+	if n := messageHeaderSize(m); n > limit {
+		return &relay.LimitError{MessageID: m.ID, What: "metadata size", Limit: limit, Actual: n,
+			Detail: fmt.Sprintf("ID and metadata encode to %d bytes; an AMQP content header must fit the connection's frame_max (%d bytes of payload)", n, limit)}
+	}
+	return nil
+}
 
 // acquire takes a channel from the pool, opening one if needed; it waits
 // for a free slot and for the connection within ctx.

@@ -456,7 +456,16 @@ func (r *receiver) republishCopies(ctx context.Context, items []repubItem) []boo
 		return done
 	}
 	dest := make([]string, len(items))
+	copies := make([]amqp091.Publishing, len(items))
+	limit := headerLimit(int(r.d.sup.frameMax.Load()))
 	for i, it := range items {
+		copies[i] = r.copyOf(it)
+		if publishingHeaderSize(&copies[i]) > limit {
+			// Headers grew past frame_max (the broker would drop the
+			// connection): redeliver this one by broker requeue instead.
+			dest[i] = ""
+			continue
+		}
 		if it.delay <= 0 {
 			dest[i] = r.queue
 			continue
@@ -472,11 +481,17 @@ func (r *receiver) republishCopies(ctx context.Context, items []repubItem) []boo
 		}
 		dest[i] = delayQueue(r.queue, k)
 	}
-	res := pc.send(ctx, "", len(items), func(i int) (string, amqp091.Publishing) {
-		return dest[i], r.copyOf(items[i])
-	}, true, true)
+	var idx []int
 	for i := range items {
-		done[i] = res.status[i] == stOK
+		if dest[i] != "" {
+			idx = append(idx, i)
+		}
+	}
+	res := pc.send(ctx, "", len(idx), func(j int) (string, amqp091.Publishing) {
+		return dest[idx[j]], copies[idx[j]]
+	}, true, true)
+	for j, i := range idx {
+		done[i] = res.status[j] == stOK
 	}
 	if !res.reusable {
 		r.dropPub()
