@@ -360,3 +360,54 @@ func TestMetadataFrameLimit(t *testing.T) {
 	publish(t, pub, topic, relay.NewMessage([]byte("after")))
 	_ = next(t, ch, "after the refused publish").Ack()
 }
+
+// Topology deleted under a running publisher and subscriber (an operator's
+// mistake): the subscription re-declares its queue and binding and resumes,
+// and the publisher re-declares the exchange instead of looping on 404.
+func TestTopologyDeletedUnderUs(t *testing.T) {
+	c := newCleaner(t)
+	topic, group := unique("deleted"), unique("g")
+	sub := openSub(t, c, group)
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	pub := openPub(t)
+	publish(t, pub, topic, relay.NewMessage([]byte("before")))
+	_ = next(t, ch, "before").Ack()
+
+	raw := rawChannel(t)
+	if _, err := raw.QueueDelete(topic+"."+group, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	// The broker cancels the consumer; the subscription comes back with a
+	// new queue. Publish until a message gets through.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m := relay.NewMessage([]byte("after queue delete"))
+		err := pub.Publish(context.Background(), topic, m)
+		if err == nil {
+			got := next(t, ch, "after queue delete")
+			if got.ID != m.ID {
+				t.Errorf("got %s, want %s", got.ID, m.ID)
+			}
+			_ = got.Ack()
+			break
+		}
+		if !errors.Is(err, amqp.ErrUnroutable) {
+			t.Fatalf("Publish while the queue is re-declared: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("queue not re-declared within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if err := raw.ExchangeDelete(topic, false, false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := pub.Publish(ctx, topic, relay.NewMessage([]byte("after exchange delete")))
+	if !errors.Is(err, amqp.ErrUnroutable) {
+		t.Errorf("Publish after the exchange was deleted = %v, want ErrUnroutable (re-declared, unbound)", err)
+	}
+}
