@@ -204,6 +204,7 @@ func TestDedupInRouter(t *testing.T) {
 		effects.inc(m.ID)
 		return nil, nil
 	})
+	r.Own(sub) // Run then returns only after the subscription has settled and released everything
 	stop := run(t, r)
 	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("flaky"))
 	e.publish("in", a, a.Copy(), b, b.Copy(), a.Copy())

@@ -40,6 +40,7 @@ func TestRetryPoisonOrder(t *testing.T) {
 				calls.Add(1)
 				return nil, errFlaky
 			})
+			r.Own(sub) // Run then returns only after the subscription has settled and released everything
 			stop := run(t, r)
 			m := relay.NewMessage([]byte("order"))
 			e.publish("in", m)
@@ -91,6 +92,7 @@ func TestPoisonMetadataAndAckAfterPublish(t *testing.T) {
 		current.Store(m)
 		return nil, errors.New("card declined: insufficient funds")
 	})
+	r.Own(sub) // Run then returns only after the subscription has settled and released everything
 	stop := run(t, r)
 	m := relay.NewMessage([]byte(`{"order":1}`))
 	m.Key = "customer-7"
@@ -160,6 +162,7 @@ func TestPoisonPublishFailureNacksNothingLost(t *testing.T) {
 		attempts.Store(m.Attempt(), true)
 		return nil, errFlaky
 	})
+	r.Own(sub) // Run then returns only after the subscription has settled and released everything
 	stop := run(t, r)
 	m := relay.NewMessage([]byte("x"))
 	e.publish("in", m)
@@ -200,6 +203,7 @@ func TestPoisonAfterDeliveriesAndPermanent(t *testing.T) {
 		}
 		return nil, errFlaky
 	})
+	r.Own(sub) // Run then returns only after the subscription has settled and released everything
 	stop := run(t, r)
 	flaky, perm := relay.NewMessage([]byte("flaky")), relay.NewMessage([]byte("permanent"))
 	e.publish("in", flaky, perm)

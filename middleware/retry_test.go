@@ -199,6 +199,7 @@ func TestRetryWaitCancelledByRouterShutdown(t *testing.T) {
 		once.Do(func() { close(failed) })
 		return nil, errFlaky
 	})
+	r.Own(sub) // Run then returns only after the subscription has settled and released everything
 	stop := run(t, r)
 	m := relay.NewMessage(nil)
 	e.publish("in", m)

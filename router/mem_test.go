@@ -294,7 +294,10 @@ func TestGracefulShutdownWithInFlightWork(t *testing.T) {
 	if err := r.AddHandler("drain", sub, "in", h, router.WithConcurrency(conc), router.WithOutput(outPub, "out")); err != nil {
 		t.Fatal(err)
 	}
-	r.Own(outPub) // the router closes it after the drain, not before
+	// The router closes both after the drain, not before; owning the
+	// subscriber makes Run return only once it has sent the settlements
+	// and released the rest.
+	r.Own(sub, outPub)
 	stop := runRouter(t, r)
 
 	var inFlight []string
@@ -378,6 +381,7 @@ func TestCloseTimeoutCancelsHandlerContext(t *testing.T) {
 	if err := r.AddHandler("slow", sub, "in", h); err != nil {
 		t.Fatal(err)
 	}
+	r.Own(sub)
 	stop := runRouter(t, r)
 	<-started
 	if err := stop(); !errors.Is(err, router.ErrCloseTimeout) {

@@ -189,8 +189,14 @@ func (r *Router) Done() <-chan struct{} { return r.done }
 //     CloseTimeout (then their context is cancelled), and their messages
 //     are settled (outputs published, then Ack; or Nack) while the
 //     subscriptions still run, so the settlements count;
-//  3. the subscriptions end (their contexts are cancelled);
+//  3. the subscriptions end (their contexts are cancelled; Run waits for
+//     their channels to close);
 //  4. values handed to Own are closed.
+//
+// A subscriber may still be sending the settlements to its broker, and
+// releasing what was never settled, after its channel closed;
+// Subscriber.Close waits for that. Hand the subscriber to Own to have Run
+// return only after it.
 //
 // Run blocks until all of this is done. It returns nil after a graceful
 // shutdown, ErrCloseTimeout if handlers outlived CloseTimeout,
