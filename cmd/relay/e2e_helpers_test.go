@@ -80,8 +80,10 @@ func withParams(raw string, kv ...string) string {
 
 func redisBackend(t *testing.T) backend {
 	u := testenv.Redis(t)
+	// A consumer killed with SIGKILL leaves its pending entries to be
+	// claimed by another after claim_idle: keep that short for the tests.
 	return backend{name: "redis", pubURL: u, large: 1 << 20,
-		subURL: func(g string) string { return withParams(u, "group", g) }}
+		subURL: func(g string) string { return withParams(u, "group", g, "claim_idle", "3s") }}
 }
 
 func amqpBackend(t *testing.T) backend {
@@ -116,9 +118,38 @@ func kafkaBackend(t *testing.T) backend {
 }
 
 // backends returns every cross-process backend available; a missing
-// broker fails under CI and is skipped (with the reason) locally.
+// broker fails under CI and is skipped (with the reason) locally. The
+// shared brokers are held (see holdBrokers) until the test ends.
 func backends(t *testing.T) []backend {
+	holdBrokers(t)
 	return []backend{redisBackend(t), amqpBackend(t), kafkaBackend(t)}
+}
+
+// holdBrokers takes a shared lock on the files with which the adapters'
+// tests serialise their restarts of the shared local Redis and RabbitMQ
+// (adapters/redisstream and adapters/amqp take them exclusively while a
+// broker is down). So a restart by another package's test, run in
+// parallel by "go test ./...", waits until this test ends instead of
+// wiping its streams midway; and this test waits for a restart in progress
+// to finish.
+func holdBrokers(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"relay-redis-restart.lock", "relay-amqp-restart.lock"} {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Logf("cannot open %s (broker restarts are not held off): %v", name, err)
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+			_ = f.Close()
+			t.Logf("cannot lock %s (broker restarts are not held off): %v", name, err)
+			continue
+		}
+		t.Cleanup(func() {
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			_ = f.Close()
+		})
+	}
 }
 
 // provision creates topic and group on b, so that messages published
