@@ -1,0 +1,341 @@
+package sqs
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/urlopt"
+)
+
+// Limits and defaults of SQS and SNS that the adapter applies.
+const (
+	// DefaultMaxBytes is SQS's and SNS's classic per-message limit (body
+	// plus attribute names, types and values), also the per-batch total.
+	DefaultMaxBytes = 256 << 10
+	// MaxSQSBytes is the largest max_bytes for sqs:// (SQS accepts 1 MiB
+	// messages since 2025; SNS still stops at 256 KiB).
+	MaxSQSBytes = 1 << 20
+	// MaxBatch is the entry limit of SendMessageBatch, PublishBatch,
+	// DeleteMessageBatch and ChangeMessageVisibilityBatch.
+	MaxBatch = 10
+	// MaxAttributes is SQS's limit on message attributes per message.
+	MaxAttributes = 10
+	// MaxVisibility is SQS's cap on how long a received message can stay
+	// invisible, counted from its receipt.
+	MaxVisibility = 12 * time.Hour
+	// MaxNackDelay is the longest NackAfter delay the adapter applies
+	// natively (ChangeMessageVisibility): 12 h minus an hour left for
+	// handling. Longer delays are capped so that the total stays within
+	// MaxVisibility; see the package documentation.
+	MaxNackDelay = 11 * time.Hour
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultWait            = 20 * time.Second
+	DefaultVisibility      = 30 * time.Second
+	DefaultPollers         = 4
+	DefaultInFlight        = 100
+	DefaultSendConcurrency = 8
+	DefaultMaxAttempts     = 3
+	DefaultAckLinger       = 10 * time.Millisecond
+)
+
+// Config configures publishers and subscribers of sqs:// and sns://.
+// Every field is reachable as the URL query parameter named in its
+// comment. The zero value takes the documented defaults; fields that turn
+// a default behaviour off are named No....
+type Config struct {
+	// Region is the AWS region (region=). Default: the AWS environment
+	// (AWS_REGION, the shared config profile).
+	Region string
+	// Endpoint is the base URL of both SQS and SNS (endpoint=), only for
+	// emulators or private endpoints. Default: AWS's own endpoints.
+	Endpoint string
+	// SQSEndpoint and SNSEndpoint override Endpoint per service
+	// (sqs_endpoint=, sns_endpoint=), e.g. for VPC interface endpoints.
+	SQSEndpoint string
+	SNSEndpoint string
+	// Profile selects a shared config profile (profile=).
+	Profile string
+	// AccessKeyID, SecretAccessKey and SessionToken are static credentials
+	// (access_key_id=, secret_key=, session_token=; the last two are
+	// redacted by relay.Redact). Default: the AWS credential chain.
+	AccessKeyID     string
+	SecretAccessKey string
+	SessionToken    string
+	// CABundle is a PEM file of extra root CAs (ca_bundle=). It takes
+	// precedence over the AWS_CA_BUNDLE environment variable.
+	CABundle string
+	// MaxAttempts bounds the SDK's attempts per call (max_attempts=).
+	// Default 3.
+	MaxAttempts int
+
+	// NoCreateQueues: never create queues (create_queues=false); missing
+	// queues are errors. Default: create them, FIFO when the name ends in
+	// ".fifo".
+	NoCreateQueues bool
+	// NoCreateTopics: never create SNS topics (create_topics=false); they
+	// are looked up with ListTopics instead. sns:// only.
+	NoCreateTopics bool
+	// NoQueuePolicy: do not add the statement that lets the topic send to
+	// a group's queue (queue_policy=false), for queues whose policy is
+	// managed elsewhere. sns:// only. Default: the statement is merged into
+	// the queue's existing policy, never replacing it.
+	NoQueuePolicy bool
+	// NoRawDelivery subscribes group queues without raw message delivery
+	// (raw_delivery=false): SNS then wraps each message in its JSON
+	// envelope, which the subscriber unwraps. sns:// only.
+	NoRawDelivery bool
+	// NoUnwrapSNS: deliver SNS JSON envelopes as they are
+	// (unwrap_sns=false). Default: a body that is an SNS notification
+	// envelope is unwrapped to its message and attributes.
+	NoUnwrapSNS bool
+
+	// Wait is the long-poll time of each ReceiveMessage call (wait=,
+	// seconds or a duration, at most 20s). Default 20s; wait=0 in a URL
+	// (a negative Wait) polls without waiting.
+	Wait time.Duration
+	// MaxMessages is MaxNumberOfMessages per ReceiveMessage (max_messages=,
+	// 1..10). Default 10.
+	MaxMessages int
+	// Pollers is how many ReceiveMessage calls a subscription keeps in
+	// flight (pollers=). Default 4, and 1 on a FIFO queue so that the
+	// delivery order within a message group never depends on which poller
+	// returned first.
+	Pollers int
+	// InFlight bounds the messages a subscription holds unsettled,
+	// received ahead included (inflight=). Default 100.
+	InFlight int
+	// Visibility is the visibility timeout given to received messages
+	// (visibility=, seconds or a duration, 1s..12h). Default 30s.
+	Visibility time.Duration
+	// ExtendEvery is how often the visibility of messages still being
+	// handled is extended to Visibility again (extend_every=). Default
+	// Visibility/3; extend_every=0 in a URL (a negative value) turns
+	// extension off.
+	ExtendEvery time.Duration
+	// AckLinger is how long acks wait for more acks to fill a
+	// DeleteMessageBatch call of ten (ack_linger=). Default 10ms;
+	// ack_linger=0 in a URL (a negative value) deletes at once. Acked
+	// messages stay invisible meanwhile, so a linger costs no redelivery.
+	AckLinger time.Duration
+
+	// MaxReceive turns on the native dead-letter queue (max_receive=): a
+	// message received this many times without being acked is moved to
+	// DLQ by SQS (RedrivePolicy). Default 0: no dead-letter queue.
+	MaxReceive int
+	// DLQ names the dead-letter queue (dlq=). Default "<queue>-dlq"
+	// ("<queue>-dlq.fifo" for a FIFO queue). Created unless NoCreateQueues.
+	DLQ string
+	// Retention is the MessageRetentionPeriod of queues this adapter
+	// creates (retention=, 60s..14 days). Default: SQS's (4 days).
+	Retention time.Duration
+	// FIFO requires every topic to be FIFO (name ending in ".fifo") and
+	// declares per-Key ordering in Capabilities (fifo=true). FIFO topics
+	// work without it; it makes the promise checkable.
+	FIFO bool
+	// FIFOHighThroughput creates FIFO queues with per-message-group
+	// deduplication and throughput limits (fifo_high_throughput=true).
+	FIFOHighThroughput bool
+	// MaxBytes is the per-message limit checked before sending and the
+	// per-batch total (max_bytes=). Default 256 KiB; up to 1 MiB on
+	// sqs:// (the queues must allow it), 256 KiB on sns://.
+	MaxBytes int
+	// SendConcurrency bounds the batches one Publish call sends at once
+	// (send_concurrency=). Default 8.
+	SendConcurrency int
+
+	// Group is the subscriber's group (group=): on sns:// each group has
+	// its own queue "<topic>-<group>" subscribed to the topic. Required by
+	// sns:// subscribers; rejected by sqs://, where the queue itself is
+	// the group of competing consumers.
+	Group string
+}
+
+// groupRe is the charset of group names: they become part of queue names.
+var groupRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func (c Config) withDefaults() Config {
+	if c.Wait == 0 {
+		c.Wait = DefaultWait
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = MaxBatch
+	}
+	if c.InFlight == 0 {
+		c.InFlight = DefaultInFlight
+	}
+	if c.Visibility == 0 {
+		c.Visibility = DefaultVisibility
+	}
+	if c.ExtendEvery == 0 {
+		c.ExtendEvery = c.Visibility / 3
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.SendConcurrency == 0 {
+		c.SendConcurrency = DefaultSendConcurrency
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.AckLinger == 0 {
+		c.AckLinger = DefaultAckLinger
+	}
+	return c
+}
+
+// Validate reports every problem of c for the given scheme ("sqs" or
+// "sns") at once. subscriber says whether c opens a subscriber.
+func (c Config) Validate(scheme string, subscriber bool) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("relay/sqs: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	c = c.withDefaults()
+	if scheme != SchemeSQS && scheme != SchemeSNS {
+		bad("scheme", "%q is neither sqs nor sns", scheme)
+	}
+	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
+		bad("AccessKeyID/SecretAccessKey", "give both or neither")
+	}
+	if c.Wait > 20*time.Second {
+		bad("Wait", "%v is above SQS's 20s long-poll maximum", c.Wait)
+	}
+	if c.MaxMessages < 1 || c.MaxMessages > MaxBatch {
+		bad("MaxMessages", "%d is outside 1..10", c.MaxMessages)
+	}
+	if c.Pollers < 0 {
+		bad("Pollers", "%d is negative", c.Pollers)
+	}
+	if c.InFlight < 1 {
+		bad("InFlight", "%d is below 1", c.InFlight)
+	}
+	if c.Visibility < time.Second || c.Visibility > MaxVisibility {
+		bad("Visibility", "%v is outside 1s..12h", c.Visibility)
+	}
+	if c.ExtendEvery > 0 && c.ExtendEvery >= c.Visibility {
+		bad("ExtendEvery", "%v must be shorter than Visibility %v, or messages become visible before they are extended", c.ExtendEvery, c.Visibility)
+	}
+	if c.AckLinger > time.Second {
+		bad("AckLinger", "%v is above 1s; acks would wait too long", c.AckLinger)
+	}
+	if c.MaxReceive < 0 || c.MaxReceive > 1000 {
+		bad("MaxReceive", "%d is outside 0..1000", c.MaxReceive)
+	}
+	if c.DLQ != "" && c.MaxReceive == 0 {
+		bad("DLQ", "set MaxReceive (max_receive=) too: it says when a message goes to the dead-letter queue")
+	}
+	if c.Retention != 0 && (c.Retention < time.Minute || c.Retention > 14*24*time.Hour) {
+		bad("Retention", "%v is outside 60s..14 days", c.Retention)
+	}
+	maxBytes := MaxSQSBytes
+	if scheme == SchemeSNS {
+		maxBytes = DefaultMaxBytes
+	}
+	if c.MaxBytes < 1024 || c.MaxBytes > maxBytes {
+		bad("MaxBytes", "%d is outside 1024..%d for %s://", c.MaxBytes, maxBytes, scheme)
+	}
+	if c.SendConcurrency < 1 {
+		bad("SendConcurrency", "%d is below 1", c.SendConcurrency)
+	}
+	if c.MaxAttempts < 1 {
+		bad("MaxAttempts", "%d is below 1", c.MaxAttempts)
+	}
+	switch {
+	case scheme == SchemeSQS && c.Group != "":
+		bad("Group", "sqs:// has no groups: the queue (the topic) is the group of competing consumers; use sns://...?group=%s for a queue per group subscribed to an SNS topic", c.Group)
+	case scheme == SchemeSNS && subscriber && c.Group == "":
+		bad("Group", "required for sns:// subscribers: each group gets its own queue <topic>-<group>")
+	case scheme == SchemeSNS && !subscriber && c.Group != "":
+		bad("Group", "is a subscriber option; publishers send to the topic, every group gets a copy")
+	case c.Group != "" && (!groupRe.MatchString(c.Group) || len(c.Group) > 60):
+		bad("Group", "%q must be 1-60 characters of A-Z a-z 0-9 - _ (it is part of the queue name)", c.Group)
+	}
+	return errors.Join(errs...)
+}
+
+// parseURL reads a sqs:// or sns:// URL into a Config.
+func parseURL(u *url.URL, subscriber bool) (Config, error) {
+	scheme := strings.ToLower(u.Scheme)
+	p := urlopt.New(u)
+	var c Config
+	if u.Host != "" || (u.Path != "" && u.Path != "/") || u.Opaque != "" {
+		p.Fail("host", "%s:// takes no host or path (got %q); give an endpoint with endpoint=URL", scheme, u.Host+u.Path+u.Opaque)
+	}
+	c.Region = p.String("region", "")
+	c.Endpoint = p.String("endpoint", "")
+	c.SQSEndpoint = p.String("sqs_endpoint", "")
+	c.SNSEndpoint = p.String("sns_endpoint", "")
+	c.Profile = p.String("profile", "")
+	c.AccessKeyID = p.String("access_key_id", "")
+	c.SecretAccessKey = p.String("secret_key", "")
+	c.SessionToken = p.String("session_token", "")
+	c.CABundle = p.String("ca_bundle", "")
+	c.MaxAttempts = p.Int("max_attempts", DefaultMaxAttempts, 1)
+
+	c.NoCreateQueues = !p.Bool("create_queues", true)
+	c.NoUnwrapSNS = !p.Bool("unwrap_sns", true)
+	if scheme == SchemeSNS {
+		c.NoCreateTopics = !p.Bool("create_topics", true)
+		c.NoQueuePolicy = !p.Bool("queue_policy", true)
+		c.NoRawDelivery = !p.Bool("raw_delivery", true)
+	}
+
+	c.Wait = seconds(p, "wait", DefaultWait, true)
+	c.MaxMessages = p.Int("max_messages", MaxBatch, 1)
+	c.Pollers = p.Int("pollers", 0, 1)
+	c.InFlight = p.Int("inflight", DefaultInFlight, 1)
+	c.Visibility = seconds(p, "visibility", DefaultVisibility, false)
+	c.ExtendEvery = seconds(p, "extend_every", 0, true)
+	c.AckLinger = seconds(p, "ack_linger", DefaultAckLinger, true)
+
+	c.MaxReceive = p.Int("max_receive", 0, 0)
+	c.DLQ = p.String("dlq", "")
+	c.Retention = seconds(p, "retention", 0, false)
+	c.FIFO = p.Bool("fifo", false)
+	c.FIFOHighThroughput = p.Bool("fifo_high_throughput", false)
+	c.MaxBytes = p.Int("max_bytes", DefaultMaxBytes, 1)
+	c.SendConcurrency = p.Int("send_concurrency", DefaultSendConcurrency, 1)
+	c.Group = p.String("group", "")
+	if err := p.Err(); err != nil {
+		return c, err
+	}
+	if err := c.Validate(scheme, subscriber); err != nil {
+		return c, &relay.URLError{URL: relay.Redact(u.String()), Reason: err.Error()}
+	}
+	return c, nil
+}
+
+// seconds reads a time parameter given as whole seconds ("20") or a Go
+// duration ("1m30s"). With zeroOff, an explicit 0 is returned as -1 (the
+// Config convention for "off").
+func seconds(p *urlopt.Params, name string, def time.Duration, zeroOff bool) time.Duration {
+	v := p.String(name, "")
+	if v == "" {
+		return def
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if d, err = time.ParseDuration(v); err != nil {
+		p.Fail(name, "%q is neither whole seconds nor a duration such as 90s or 5m", v)
+		return def
+	}
+	if d < 0 {
+		p.Fail(name, "%q is negative", v)
+		return def
+	}
+	if d == 0 && zeroOff {
+		return -1
+	}
+	return d
+}

@@ -1,0 +1,234 @@
+package sqs_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+// The service (goaws v0.5.4 as a subprocess, unless RELAY_TEST_SQS_ENDPOINT
+// points elsewhere) is started on first use and stopped after the tests.
+var (
+	svcOnce sync.Once
+	svc     *testenv.SQSService
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if svc != nil {
+		svc.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func service(t testing.TB) *testenv.SQSService {
+	t.Helper()
+	svcOnce.Do(func() { svc = testenv.StartSQS() })
+	svc.Need(t)
+	return svc
+}
+
+// baseURL is the sqs:// or sns:// URL of the test service with extra
+// parameters ("k=v"). Against goaws it carries static credentials and,
+// for sns://, queue_policy=false: goaws cannot set queue policies.
+func baseURL(t testing.TB, scheme string, extra ...string) string {
+	s := service(t)
+	q := url.Values{}
+	q.Set("region", s.Region)
+	if s.Endpoint != "" {
+		q.Set("endpoint", s.Endpoint)
+	}
+	if s.Emulated {
+		q.Set("access_key_id", "test")
+		q.Set("secret_key", "test")
+		if scheme == relaysqs.SchemeSNS {
+			q.Set("queue_policy", "false")
+		}
+	}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		q.Set(k, v)
+	}
+	return scheme + "://?" + q.Encode()
+}
+
+func name(prefix string) string {
+	id := strings.ReplaceAll(relay.NewID(), "-", "")
+	return prefix + "-" + id[len(id)-12:]
+}
+
+func openPub(t testing.TB, raw string) relay.Publisher {
+	t.Helper()
+	p, err := relay.OpenPublisher(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("OpenPublisher(%s): %v", relay.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func openSub(t testing.TB, raw string) relay.Subscriber {
+	t.Helper()
+	s, err := relay.OpenSubscriber(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("OpenSubscriber(%s): %v", relay.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func provision(t testing.TB, s relay.Subscriber, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.(relay.Provisioner).Provision(ctx, topic); err != nil {
+		t.Fatalf("Provision(%s): %v", topic, err)
+	}
+}
+
+func subscribe(t testing.TB, s relay.Subscriber, topic string) <-chan *relay.Message {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := s.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatalf("Subscribe(%s): %v", topic, err)
+	}
+	return ch
+}
+
+func publish(t testing.TB, p relay.Publisher, topic string, msgs ...*relay.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := p.Publish(ctx, topic, msgs...); err != nil {
+		t.Fatalf("Publish(%s, %d): %v", topic, len(msgs), err)
+	}
+}
+
+func next(t testing.TB, ch <-chan *relay.Message, what string) *relay.Message {
+	t.Helper()
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: channel closed", what)
+		}
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: nothing within 30s", what)
+	}
+	return nil
+}
+
+// quiet returns a message if one arrives within d, else nil.
+func quiet(ch <-chan *relay.Message, d time.Duration) *relay.Message {
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// rawClients are plain SDK clients of the test service, for checking what
+// is on the wire and for playing a foreign producer.
+func rawClients(t testing.TB, rt http.RoundTripper) (*sqs.Client, *sns.Client) {
+	t.Helper()
+	s := service(t)
+	opts := []func(*config.LoadOptions) error{config.WithRegion(s.Region)}
+	if s.Emulated {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	}
+	cfg, err := config.LoadDefaultConfig(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	t.Cleanup(tr.CloseIdleConnections)
+	if rt == nil {
+		rt = tr
+	}
+	cfg.HTTPClient = &http.Client{Transport: rt}
+	q := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if s.Endpoint != "" {
+			o.BaseEndpoint = aws.String(s.Endpoint)
+		}
+	})
+	n := sns.NewFromConfig(cfg, func(o *sns.Options) {
+		if s.Endpoint != "" {
+			o.BaseEndpoint = aws.String(s.Endpoint)
+		}
+	})
+	return q, n
+}
+
+// callCounter counts HTTP calls per AWS action.
+type callCounter struct {
+	next  http.RoundTripper
+	mu    sync.Mutex
+	calls map[string]int
+	total atomic.Int64
+}
+
+func newCallCounter(next http.RoundTripper) *callCounter {
+	return &callCounter{next: next, calls: map[string]int{}}
+}
+
+func (c *callCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	action := req.Header.Get("X-Amz-Target") // SQS JSON protocol: "AmazonSQS.SendMessageBatch"
+	if i := strings.LastIndexByte(action, '.'); i >= 0 {
+		action = action[i+1:]
+	}
+	if action == "" {
+		action = "query" // SNS query protocol (action in the form body)
+	}
+	c.mu.Lock()
+	c.calls[action]++
+	c.mu.Unlock()
+	c.total.Add(1)
+	return c.next.RoundTrip(req)
+}
+
+func (c *callCounter) count(action string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[action]
+}
+
+func (c *callCounter) reset() {
+	c.mu.Lock()
+	clear(c.calls)
+	c.mu.Unlock()
+	c.total.Store(0)
+}
+
+func (c *callCounter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprint(c.calls)
+}

@@ -1,0 +1,721 @@
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/internal/driver"
+)
+
+// visibilityMargin is kept free below SQS's 12-hour visibility cap.
+const visibilityMargin = 30 * time.Second
+
+// maxTrackedAttempts bounds the in-process receive counts a subscription
+// keeps (see receiver.countAttempt).
+const maxTrackedAttempts = 10000
+
+// subDriver is the broker half of an sqs:// or sns:// subscriber.
+type subDriver struct {
+	scheme string
+	cfg    Config
+	c      *clients
+	topo   *topology
+	caps   relay.Capabilities
+	log    *slog.Logger
+
+	noBatchVis atomic.Bool // the service lacks ChangeMessageVisibilityBatch
+	noBatchDel atomic.Bool // the service lacks DeleteMessageBatch
+
+	mu     sync.Mutex
+	active map[*receiver]struct{}
+}
+
+func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+func (d *subDriver) Close() error {
+	d.c.close()
+	return nil
+}
+
+// Health implements relay.HealthChecker: the error of the latest failed
+// ReceiveMessage of any subscription, nil when every poller's last call
+// succeeded.
+func (d *subDriver) Health() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for r := range d.active {
+		r.mu.Lock()
+		err := r.pollErr
+		r.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("relay/sqs: receiving from %q: %w", r.topic, err)
+		}
+	}
+	return nil
+}
+
+// Provision implements driver.ProvisionDriver: it creates the queue (for
+// sns://: the topic, the group's queue, its policy and the subscription).
+func (d *subDriver) Provision(ctx context.Context, topic string) error {
+	if err := validateName(d.scheme, topic, d.cfg.FIFO); err != nil {
+		return err
+	}
+	_, err := d.queueFor(ctx, topic)
+	return err
+}
+
+// queueFor returns the URL of the queue this subscriber reads topic from.
+func (d *subDriver) queueFor(ctx context.Context, topic string) (string, error) {
+	if d.scheme == SchemeSNS {
+		return d.topo.groupQueue(ctx, topic, d.cfg.Group)
+	}
+	return d.topo.queueURL(ctx, topic)
+}
+
+func (d *subDriver) forget(topic string) {
+	if d.scheme == SchemeSNS {
+		d.topo.forgetGroup(topic, d.cfg.Group)
+	} else {
+		d.topo.forgetQueue(topic)
+	}
+}
+
+// Subscribe implements driver.SubscribeDriver: it provisions the queue and
+// starts the pollers, which run until ctx ends.
+func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
+	if err := validateName(d.scheme, topic, d.cfg.FIFO); err != nil {
+		return nil, err
+	}
+	url, err := d.queueFor(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	qname := topic
+	if d.scheme == SchemeSNS {
+		qname, _ = groupQueueName(topic, d.cfg.Group)
+	}
+	pollers := d.cfg.Pollers
+	if pollers == 0 {
+		pollers = DefaultPollers
+		if isFIFO(qname) {
+			pollers = 1
+		}
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	r := &receiver{
+		d:        d,
+		topic:    topic,
+		pollCtx:  pctx,
+		cancel:   cancel,
+		want:     min(d.cfg.MaxMessages, d.cfg.InFlight),
+		buf:      make(chan driver.Received, d.cfg.InFlight),
+		queueURL: url,
+		avail:    d.cfg.InFlight,
+		changed:  make(chan struct{}),
+		buffered: map[*handle]struct{}{},
+		attempts: map[string]int{},
+	}
+	d.mu.Lock()
+	d.active[r] = struct{}{}
+	d.mu.Unlock()
+	r.wg.Add(pollers)
+	for range pollers {
+		go r.poll()
+	}
+	return r, nil
+}
+
+// handle is a received message's token for settling it.
+type handle struct {
+	queueURL string
+	receipt  string
+	msgID    string // SQS MessageId: stable across redeliveries
+	received time.Time
+	done     atomic.Bool // settled or released: its credit went back
+	dead     atomic.Bool // its receipt no longer works: not extended again
+}
+
+// receiver is one subscription: Pollers goroutines long-poll the queue
+// and fill a buffer that Receive drains. Credits bound what is received
+// ahead plus what is held to InFlight, so no message waits in the buffer
+// while its visibility runs out for lack of room downstream.
+type receiver struct {
+	d       *subDriver
+	topic   string
+	pollCtx context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	want    int
+	buf     chan driver.Received
+
+	mu       sync.Mutex
+	queueURL string
+	avail    int
+	changed  chan struct{} // closed and replaced when credits come back
+	buffered map[*handle]struct{}
+	attempts map[string]int
+	pollErr  error
+
+	ackMu     sync.Mutex
+	ackQ      []*handle   // acked, waiting to fill a DeleteMessageBatch call
+	ackTimer  *time.Timer // flushes ackQ after AckLinger
+	ackClosed bool
+	ackWG     sync.WaitGroup // lingering flushes in progress
+}
+
+func (r *receiver) acquire(n int) bool {
+	for {
+		r.mu.Lock()
+		if r.avail >= n {
+			r.avail -= n
+			r.mu.Unlock()
+			return true
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-r.pollCtx.Done():
+			return false
+		}
+	}
+}
+
+func (r *receiver) giveBack(n int) {
+	if n <= 0 {
+		return
+	}
+	r.mu.Lock()
+	r.avail += n
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// finish returns the credits of handles settled or released for the first time.
+func (r *receiver) finish(hs []*handle) {
+	n := 0
+	for _, h := range hs {
+		if h.done.CompareAndSwap(false, true) {
+			n++
+		}
+	}
+	r.giveBack(n)
+}
+
+func (r *receiver) poll() {
+	defer r.wg.Done()
+	var bo backoff.Backoff
+	cfg := r.d.cfg
+	wait := int32(0)
+	if cfg.Wait > 0 {
+		wait = int32(cfg.Wait / time.Second)
+	}
+	for {
+		if !r.acquire(r.want) {
+			return
+		}
+		r.mu.Lock()
+		url := r.queueURL
+		r.mu.Unlock()
+		out, err := r.d.c.sqs.ReceiveMessage(r.pollCtx, &sqs.ReceiveMessageInput{
+			QueueUrl:              aws.String(url),
+			MaxNumberOfMessages:   int32(r.want),
+			WaitTimeSeconds:       wait,
+			VisibilityTimeout:     int32(cfg.Visibility / time.Second),
+			MessageAttributeNames: []string{"All"},
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{
+				sqstypes.MessageSystemAttributeNameApproximateReceiveCount,
+				sqstypes.MessageSystemAttributeNameMessageGroupId,
+			},
+		})
+		if err != nil {
+			r.giveBack(r.want)
+			if r.pollCtx.Err() != nil {
+				return
+			}
+			r.setErr(err)
+			if isQueueMissing(err) {
+				r.reprovision()
+			}
+			r.d.log.Warn("relay/sqs: receive failed; retrying", "topic", r.topic, "err", err, "attempt", bo.Attempts()+1)
+			if !bo.Sleep(r.pollCtx) {
+				return
+			}
+			continue
+		}
+		r.setErr(nil)
+		bo.Reset()
+		r.giveBack(r.want - len(out.Messages))
+		now := time.Now()
+		for _, sm := range out.Messages {
+			rc := r.toReceived(url, sm, now)
+			h := rc.Handle.(*handle)
+			r.mu.Lock()
+			r.buffered[h] = struct{}{}
+			r.mu.Unlock()
+			select {
+			case r.buf <- rc: // never blocks: credits bound the buffer
+			case <-r.pollCtx.Done(): // left in buffered; Close releases it
+			}
+		}
+	}
+}
+
+func (r *receiver) setErr(err error) {
+	r.mu.Lock()
+	r.pollErr = err
+	r.mu.Unlock()
+}
+
+// reprovision finds (or creates) the queue again after it went missing.
+func (r *receiver) reprovision() {
+	r.d.forget(r.topic)
+	url, err := r.d.queueFor(r.pollCtx, r.topic)
+	if err != nil {
+		r.d.log.Warn("relay/sqs: the queue is gone and could not be provisioned again", "topic", r.topic, "err", err)
+		return
+	}
+	r.mu.Lock()
+	r.queueURL = url
+	r.mu.Unlock()
+	r.d.log.Info("relay/sqs: the queue was gone; provisioned it again", "topic", r.topic)
+}
+
+func (r *receiver) toReceived(url string, sm sqstypes.Message, now time.Time) driver.Received {
+	attrs := make(map[string]string, len(sm.MessageAttributes))
+	for k, v := range sm.MessageAttributes {
+		if v.BinaryValue != nil || strings.HasPrefix(aws.ToString(v.DataType), "Binary") {
+			attrs[k] = string(v.BinaryValue)
+		} else {
+			attrs[k] = aws.ToString(v.StringValue)
+		}
+	}
+	rcv := received{
+		body:    aws.ToString(sm.Body),
+		attrs:   attrs,
+		msgID:   aws.ToString(sm.MessageId),
+		groupID: sm.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)],
+	}
+	if !r.d.cfg.NoUnwrapSNS {
+		if u, ok := unwrapSNS(rcv); ok {
+			rcv = u
+		}
+	}
+	broker, _ := strconv.Atoi(sm.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)])
+	h := &handle{queueURL: url, receipt: aws.ToString(sm.ReceiptHandle), msgID: aws.ToString(sm.MessageId), received: now}
+	return driver.Received{Msg: decode(rcv), Attempt: r.countAttempt(h.msgID, broker), Handle: h}
+}
+
+// countAttempt returns the attempt number of a delivery: SQS's
+// ApproximateReceiveCount, or the receives this subscription saw of the
+// message if that is higher (emulators that do not count; the count is
+// forgotten when the message is acked).
+func (r *receiver) countAttempt(msgID string, broker int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.attempts) >= maxTrackedAttempts {
+		clear(r.attempts)
+	}
+	r.attempts[msgID]++
+	return max(broker, r.attempts[msgID])
+}
+
+// Receive implements driver.Receiver.
+func (r *receiver) Receive(ctx context.Context, maxN int) ([]driver.Received, error) {
+	var out []driver.Received
+	select {
+	case rc := <-r.buf:
+		out = append(out, rc)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+more:
+	for len(out) < maxN {
+		select {
+		case rc := <-r.buf:
+			out = append(out, rc)
+		default:
+			break more
+		}
+	}
+	r.mu.Lock()
+	for _, rc := range out {
+		delete(r.buffered, rc.Handle.(*handle))
+	}
+	r.mu.Unlock()
+	return out, nil
+}
+
+// Settle implements driver.Receiver: nacks become
+// ChangeMessageVisibility(Batch) calls to 0 or the delay; acks become
+// DeleteMessageBatch calls of ten, waiting up to AckLinger for a call to
+// fill. Calls carry ten entries each and several run at once. It returns
+// an error only when a visibility call failed as a whole (the shared
+// layer then retries); deletes are retried here.
+func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
+	var dels []*handle
+	var vis []visChange
+	all := make([]*handle, 0, len(batch))
+	for _, s := range batch {
+		h := s.Handle.(*handle)
+		all = append(all, h)
+		if s.Ack {
+			dels = append(dels, h)
+		} else {
+			vis = append(vis, visChange{h, r.nackSeconds(h, s.Delay)})
+		}
+	}
+	r.finish(all)
+	if len(dels) > 0 {
+		r.mu.Lock()
+		for _, h := range dels {
+			delete(r.attempts, h.msgID)
+		}
+		r.mu.Unlock()
+		if now := r.queueAcks(dels); len(now) > 0 {
+			r.deleteWithRetry(ctx, now)
+		}
+	}
+	return r.d.changeVisibility(ctx, vis)
+}
+
+// queueAcks adds acked messages to the delete queue and returns those to
+// delete now: every full call's worth (or all of them without a linger).
+// The rest wait for the linger timer.
+func (r *receiver) queueAcks(hs []*handle) []*handle {
+	linger := r.d.cfg.AckLinger
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	if r.ackClosed {
+		return hs
+	}
+	r.ackQ = append(r.ackQ, hs...)
+	n := len(r.ackQ)
+	if linger > 0 {
+		n -= n % MaxBatch
+	}
+	now := r.ackQ[:n:n]
+	r.ackQ = append([]*handle(nil), r.ackQ[n:]...)
+	switch {
+	case len(r.ackQ) == 0 && r.ackTimer != nil:
+		r.ackTimer.Stop()
+		r.ackTimer = nil
+	case len(r.ackQ) > 0 && r.ackTimer == nil:
+		r.ackTimer = time.AfterFunc(linger, r.flushAcks)
+	}
+	return now
+}
+
+// flushAcks deletes the acks that waited AckLinger (timer goroutine).
+func (r *receiver) flushAcks() {
+	r.ackMu.Lock()
+	if r.ackClosed {
+		r.ackMu.Unlock()
+		return
+	}
+	q := r.ackQ
+	r.ackQ, r.ackTimer = nil, nil
+	r.ackWG.Add(1)
+	r.ackMu.Unlock()
+	defer r.ackWG.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.deleteWithRetry(ctx, q)
+}
+
+// deleteWithRetry deletes hs, retrying calls that failed as a whole
+// while ctx allows. What still fails is logged: SQS delivers those
+// messages again after their visibility timeout.
+func (r *receiver) deleteWithRetry(ctx context.Context, hs []*handle) {
+	var bo backoff.Backoff
+	for try := 1; ; try++ {
+		err := r.d.deleteMessages(ctx, hs)
+		if err == nil {
+			return
+		}
+		if try == 3 || !bo.Sleep(ctx) {
+			r.d.log.Warn("relay/sqs: deleting acked messages failed; SQS will deliver them again", "topic", r.topic, "count", len(hs), "err", err)
+			return
+		}
+	}
+}
+
+// nackSeconds is the visibility timeout that redelivers h after delay:
+// whole seconds, rounded up, within what SQS's 12-hour cap leaves.
+func (r *receiver) nackSeconds(h *handle, delay time.Duration) int32 {
+	if delay <= 0 {
+		return 0
+	}
+	secs := int64(math.Ceil(delay.Seconds()))
+	limit := int64((MaxVisibility - time.Since(h.received) - visibilityMargin) / time.Second)
+	if secs > limit {
+		r.d.log.Warn("relay/sqs: NackAfter delay capped: SQS keeps a received message invisible for at most 12h from its receipt",
+			"topic", r.topic, "delay", delay, "capped_to", time.Duration(max(limit, 0))*time.Second)
+		secs = max(limit, 0)
+	}
+	return int32(secs)
+}
+
+// Release implements driver.Receiver: the messages become visible at once.
+func (r *receiver) Release(ctx context.Context, handles []any) error {
+	hs := make([]*handle, len(handles))
+	vis := make([]visChange, len(handles))
+	for i, x := range handles {
+		hs[i] = x.(*handle)
+		vis[i] = visChange{hs[i], 0}
+	}
+	r.finish(hs)
+	return r.d.changeVisibility(ctx, vis)
+}
+
+// Extend implements driver.Extender: held messages, and those received
+// ahead and not yet handed out, get Visibility again (less where SQS's
+// 12-hour cap leaves less). A message whose receipt stopped working is
+// not extended again.
+func (r *receiver) Extend(ctx context.Context, handles []any) error {
+	r.mu.Lock()
+	hs := make([]*handle, 0, len(handles)+len(r.buffered))
+	for h := range r.buffered {
+		hs = append(hs, h)
+	}
+	r.mu.Unlock()
+	for _, x := range handles {
+		hs = append(hs, x.(*handle))
+	}
+	var vis []visChange
+	for _, h := range hs {
+		if h.dead.Load() || h.done.Load() {
+			continue
+		}
+		left := MaxVisibility - time.Since(h.received) - visibilityMargin
+		secs := int32(min(r.d.cfg.Visibility, left) / time.Second)
+		if secs < 1 {
+			h.dead.Store(true)
+			r.d.log.Warn("relay/sqs: message held for 12h, SQS's limit; it becomes visible again", "topic", r.topic, "sqs_message_id", h.msgID)
+			continue
+		}
+		vis = append(vis, visChange{h, secs})
+	}
+	return r.d.changeVisibility(ctx, vis)
+}
+
+// Close implements driver.Receiver: it stops the pollers, deletes the
+// acks still lingering and makes the messages received ahead visible
+// again.
+func (r *receiver) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	r.ackMu.Lock()
+	r.ackClosed = true
+	acks := r.ackQ
+	r.ackQ = nil
+	if r.ackTimer != nil {
+		r.ackTimer.Stop()
+		r.ackTimer = nil
+	}
+	r.ackMu.Unlock()
+	r.ackWG.Wait()
+	if len(acks) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r.deleteWithRetry(ctx, acks)
+		cancel()
+	}
+	r.mu.Lock()
+	var vis []visChange
+	var hs []*handle
+	for h := range r.buffered {
+		hs = append(hs, h)
+		vis = append(vis, visChange{h, 0})
+	}
+	clear(r.buffered)
+	r.mu.Unlock()
+	r.finish(hs)
+	var err error
+	if len(vis) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = r.d.changeVisibility(ctx, vis)
+		cancel()
+	}
+	r.d.mu.Lock()
+	delete(r.d.active, r)
+	r.d.mu.Unlock()
+	return err
+}
+
+type visChange struct {
+	h    *handle
+	secs int32
+}
+
+// settleParallel bounds the batch calls one settlement makes at once.
+const settleParallel = 8
+
+// inChunks calls fn for consecutive chunks of n items (at most MaxBatch
+// each), several at once, and joins their errors.
+func inChunks(n int, fn func(lo, hi int) error) error {
+	if n == 0 {
+		return nil
+	}
+	if n <= MaxBatch {
+		return fn(0, n)
+	}
+	sem := make(chan struct{}, settleParallel)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += MaxBatch {
+		hi := min(lo+MaxBatch, n)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(lo, hi); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// byQueue groups items by the queue their handle came from (a queue
+// provisioned again after it vanished has a new URL).
+func byQueue[T any](items []T, url func(T) string) map[string][]T {
+	out := make(map[string][]T, 1)
+	for _, it := range items {
+		out[url(it)] = append(out[url(it)], it)
+	}
+	return out
+}
+
+// deleteMessages deletes the messages of hs (acks). Entries that fail
+// for reasons worth retrying are tried once more one by one; others (a
+// stale receipt) are logged: SQS redelivers such a message.
+func (d *subDriver) deleteMessages(ctx context.Context, hs []*handle) error {
+	var errs []error
+	for url, group := range byQueue(hs, func(h *handle) string { return h.queueURL }) {
+		errs = append(errs, inChunks(len(group), func(lo, hi int) error {
+			part := group[lo:hi]
+			if d.noBatchDel.Load() {
+				return d.deleteSingles(ctx, url, part)
+			}
+			entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(part))
+			for i, h := range part {
+				entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h.receipt)}
+			}
+			out, err := d.c.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+			if err != nil {
+				if isUnsupported(err) {
+					d.noBatchDel.Store(true)
+					return d.deleteSingles(ctx, url, part)
+				}
+				return fmt.Errorf("relay/sqs: deleting %d acked messages: %w", len(part), err)
+			}
+			var retry []*handle
+			for _, f := range out.Failed {
+				i, err := strconv.Atoi(aws.ToString(f.Id))
+				if err != nil || i < 0 || i >= len(part) {
+					continue
+				}
+				if isPermanentCode(aws.ToString(f.Code), f.SenderFault) {
+					d.log.Warn("relay/sqs: an acked message could not be deleted; SQS will deliver it again", "code", aws.ToString(f.Code), "reason", aws.ToString(f.Message))
+					continue
+				}
+				retry = append(retry, part[i])
+			}
+			return d.deleteSingles(ctx, url, retry)
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+func (d *subDriver) deleteSingles(ctx context.Context, url string, hs []*handle) error {
+	for _, h := range hs {
+		_, err := d.c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String(h.receipt)})
+		if err != nil {
+			if isInvalidHandle(err) || apiCode(err) != "" {
+				d.log.Warn("relay/sqs: an acked message could not be deleted; SQS will deliver it again", "err", err)
+				continue
+			}
+			return fmt.Errorf("relay/sqs: deleting an acked message: %w", err)
+		}
+	}
+	return nil
+}
+
+// changeVisibility applies visibility changes (nacks, releases,
+// extensions). A receipt that no longer works marks its handle dead.
+func (d *subDriver) changeVisibility(ctx context.Context, vis []visChange) error {
+	var errs []error
+	for url, group := range byQueue(vis, func(v visChange) string { return v.h.queueURL }) {
+		errs = append(errs, inChunks(len(group), func(lo, hi int) error {
+			part := group[lo:hi]
+			if d.noBatchVis.Load() {
+				return d.visibilitySingles(ctx, url, part)
+			}
+			entries := make([]sqstypes.ChangeMessageVisibilityBatchRequestEntry, len(part))
+			for i, v := range part {
+				entries[i] = sqstypes.ChangeMessageVisibilityBatchRequestEntry{
+					Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(v.h.receipt), VisibilityTimeout: v.secs}
+			}
+			out, err := d.c.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+			if err != nil {
+				if isUnsupported(err) {
+					d.noBatchVis.Store(true)
+					d.log.Info("relay/sqs: the service has no ChangeMessageVisibilityBatch; changing visibility one message per call")
+					return d.visibilitySingles(ctx, url, part)
+				}
+				return fmt.Errorf("relay/sqs: changing the visibility of %d messages: %w", len(part), err)
+			}
+			var retry []visChange
+			for _, f := range out.Failed {
+				i, err := strconv.Atoi(aws.ToString(f.Id))
+				if err != nil || i < 0 || i >= len(part) {
+					continue
+				}
+				if isPermanentCode(aws.ToString(f.Code), f.SenderFault) {
+					part[i].h.dead.Store(true)
+					d.log.Debug("relay/sqs: visibility change refused", "code", aws.ToString(f.Code), "reason", aws.ToString(f.Message))
+					continue
+				}
+				retry = append(retry, part[i])
+			}
+			return d.visibilitySingles(ctx, url, retry)
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+func (d *subDriver) visibilitySingles(ctx context.Context, url string, vis []visChange) error {
+	for _, v := range vis {
+		_, err := d.c.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(url), ReceiptHandle: aws.String(v.h.receipt), VisibilityTimeout: v.secs})
+		if err != nil {
+			if isInvalidHandle(err) || apiCode(err) != "" {
+				v.h.dead.Store(true)
+				d.log.Debug("relay/sqs: visibility change refused", "err", err)
+				continue
+			}
+			return fmt.Errorf("relay/sqs: changing the visibility of a message: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package sqs
+
+import (
+	"context"
+	"log/slog"
+	"net/url"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/driver"
+)
+
+// URL schemes of this adapter.
+const (
+	SchemeSQS = "sqs"
+	SchemeSNS = "sns"
+)
+
+func init() {
+	relay.Register(SchemeSQS, opener{SchemeSQS})
+	relay.Register(SchemeSNS, opener{SchemeSNS})
+}
+
+type opener struct{ scheme string }
+
+func (o opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
+	cfg, err := parseURL(u, false)
+	if err != nil {
+		return nil, err
+	}
+	return newPublisher(ctx, o.scheme, cfg, nil)
+}
+
+func (o opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
+	cfg, err := parseURL(u, true)
+	if err != nil {
+		return nil, err
+	}
+	return newSubscriber(ctx, o.scheme, cfg, nil)
+}
+
+// NewSQSPublisher returns a publisher to SQS queues: the topic is the
+// queue name. ctx bounds loading the AWS configuration only. The
+// publisher is safe for concurrent use and implements
+// relay.CapabilityReporter and relay.HealthChecker.
+func NewSQSPublisher(ctx context.Context, cfg Config, opts ...Option) (relay.Publisher, error) {
+	return newPublisher(ctx, SchemeSQS, cfg, opts)
+}
+
+// NewSNSPublisher returns a publisher to SNS topics. See NewSQSPublisher.
+func NewSNSPublisher(ctx context.Context, cfg Config, opts ...Option) (relay.Publisher, error) {
+	return newPublisher(ctx, SchemeSNS, cfg, opts)
+}
+
+// NewSQSSubscriber returns a subscriber of SQS queues: the topic is the
+// queue name and the queue is the group of competing consumers
+// (cfg.Group must be empty). It implements relay.Provisioner,
+// relay.CapabilityReporter and relay.HealthChecker.
+func NewSQSSubscriber(ctx context.Context, cfg Config, opts ...Option) (relay.Subscriber, error) {
+	return newSubscriber(ctx, SchemeSQS, cfg, opts)
+}
+
+// NewSNSSubscriber returns a subscriber of SNS topics for cfg.Group: the
+// group's queue "<topic>-<group>" is created and subscribed to the topic
+// with raw message delivery. See NewSQSSubscriber.
+func NewSNSSubscriber(ctx context.Context, cfg Config, opts ...Option) (relay.Subscriber, error) {
+	return newSubscriber(ctx, SchemeSNS, cfg, opts)
+}
+
+func applyOptions(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
+	}
+	return o
+}
+
+func newPublisher(ctx context.Context, scheme string, cfg Config, opts []Option) (relay.Publisher, error) {
+	if err := cfg.Validate(scheme, false); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	o := applyOptions(opts)
+	c, err := newClients(ctx, cfg, o, scheme == SchemeSNS)
+	if err != nil {
+		return nil, err
+	}
+	log := o.logger.With("backend", scheme)
+	d := &pubDriver{
+		scheme: scheme,
+		cfg:    cfg,
+		c:      c,
+		topo:   &topology{c: c, cfg: cfg, log: log},
+		caps:   capabilities(scheme, cfg),
+		log:    log,
+	}
+	return driver.NewPublisher(d, 0), nil
+}
+
+func newSubscriber(ctx context.Context, scheme string, cfg Config, opts []Option) (relay.Subscriber, error) {
+	if err := cfg.Validate(scheme, true); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	o := applyOptions(opts)
+	c, err := newClients(ctx, cfg, o, scheme == SchemeSNS)
+	if err != nil {
+		return nil, err
+	}
+	log := o.logger.With("backend", scheme)
+	d := &subDriver{
+		scheme: scheme,
+		cfg:    cfg,
+		c:      c,
+		topo:   &topology{c: c, cfg: cfg, log: log},
+		caps:   capabilities(scheme, cfg),
+		log:    log,
+		active: map[*receiver]struct{}{},
+	}
+	extend := cfg.ExtendEvery
+	if extend < 0 {
+		extend = 0
+	}
+	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, ExtendEvery: extend, Logger: log}), nil
+}
+
+// capabilities is the capability row of scheme under cfg.
+func capabilities(scheme string, cfg Config) relay.Capabilities {
+	c := relay.Capabilities{
+		Backend:           scheme,
+		Durable:           true,
+		CrossProcess:      true,
+		Ordering:          relay.OrderNone,
+		NativeDelay:       true,
+		MaxDelay:          MaxNackDelay,
+		NativeDeadLetter:  true,
+		AttemptFromBroker: true,
+		MaxMessageBytes:   cfg.MaxBytes,
+		MaxBatch:          MaxBatch,
+	}
+	if cfg.FIFO {
+		c.Ordering = relay.OrderPerKey
+	}
+	if scheme == SchemeSNS {
+		c.RetainedBeforeGroup = "dropped unless the group was provisioned (Provision or an earlier Subscribe): SNS delivers only to existing subscriptions"
+	} else {
+		c.RetainedBeforeGroup = "kept: the queue is the group, and the publisher creates it (create_queues=true)"
+	}
+	return c
+}
