@@ -31,7 +31,7 @@ type pubDriver struct {
 
 	noBatch  atomic.Bool  // the service lacks SendMessageBatch / PublishBatch
 	batchMax atomic.Int32 // entries per batch call the service takes, when below MaxBatch
-	lastErr atomic.Pointer[error]
+	lastErr  atomic.Pointer[error]
 }
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
