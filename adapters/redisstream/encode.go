@@ -82,14 +82,39 @@ func encodedSize(m *relay.Message) int {
 //     if there is none, the payload is empty and every field is metadata.
 func Decode(entryID string, fields map[string]any) *relay.Message {
 	m := &relay.Message{ID: entryID}
-	payloadField := FieldPayload
-	if _, ok := fields[FieldPayload]; !ok {
-		payloadField = ""
-		for _, name := range ForeignPayloadFields {
-			if _, ok := fields[name]; ok {
-				payloadField = name
-				break
+	// Fast path: an entry written by relay without metadata.
+	if raw, ok := fields[FieldPayload]; ok {
+		n := 1
+		if id, ok := fields[FieldID]; ok {
+			m.ID = str(id)
+			n++
+		}
+		if k, ok := fields[FieldKey]; ok {
+			m.Key = str(k)
+			n++
+		}
+		if v := str(raw); v != "" {
+			m.Payload = []byte(v)
+		}
+		if n == len(fields) {
+			return m
+		}
+		for k, raw := range fields {
+			switch {
+			case k == FieldPayload || k == FieldID || k == FieldKey:
+			case strings.HasPrefix(k, MetadataPrefix):
+				setMD(m, k[len(MetadataPrefix):], str(raw))
+			default:
+				setMD(m, k, str(raw))
 			}
+		}
+		return m
+	}
+	payloadField := ""
+	for _, name := range ForeignPayloadFields {
+		if _, ok := fields[name]; ok {
+			payloadField = name
+			break
 		}
 	}
 	for k, raw := range fields {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-relay/relay/internal/backoff"
 	"github.com/go-relay/relay/internal/driver"
 )
 
@@ -25,9 +26,13 @@ type handle struct {
 
 // receiver is one subscription: one consumer of the group on one stream.
 //
-// Receive runs on one goroutine and owns the read state. Settle, Extend
-// and Release are serialized by smu, so that a lease extension never
-// takes back an entry that a concurrent Nack has just handed back.
+// A reader goroutine owns the read state and reads ahead into buf while
+// the shared layer delivers the previous batch, so that network round
+// trips overlap with handling. It keeps the entries this consumer holds
+// (read ahead, delivered, not yet settled) within the in-flight window and
+// reads again once a quarter of the window is free. Settle, Extend and
+// Release are serialized by smu, so that a lease extension never takes
+// back an entry that a concurrent Nack has just handed back.
 type receiver struct {
 	c        *redis.Client // shared pool: claims, settlements, CLIENT UNBLOCK
 	rc       *redis.Client // one dedicated connection for blocking reads
@@ -39,7 +44,20 @@ type receiver struct {
 	freeName func()
 	stopWake func() bool
 
-	// Read state, owned by the Receive goroutine.
+	window   int
+	lowWater int
+
+	// Read-ahead state, guarded by bmu.
+	bmu         sync.Mutex
+	buf         []driver.Received
+	outstanding int   // entries read and not yet settled or released
+	readErr     error // to be returned by the next Receive
+	healed      bool  // reading works again after readErr
+	avail       chan struct{}
+	freed       chan struct{}
+	readerDone  chan struct{}
+
+	// Read state, owned by the reader goroutine.
 	recovering  bool   // reading this consumer's own PEL left by an earlier incarnation
 	ownCursor   string // last ID of the own-PEL read
 	claimCursor string // XAUTOCLAIM cursor; scanDone between passes
@@ -70,6 +88,11 @@ func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeNa
 		recovering:  true,
 		ownCursor:   "0",
 		claimCursor: scanDone,
+		window:      d.cfg.InFlight,
+		lowWater:    max(1, d.cfg.InFlight/4),
+		avail:       make(chan struct{}, 1),
+		freed:       make(chan struct{}, 1),
+		readerDone:  make(chan struct{}),
 	}
 	opts := *d.c.Options()
 	opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns = 1, 0, 1, 1
@@ -85,49 +108,137 @@ func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeNa
 	}
 	r.rc = redis.NewClient(&opts)
 	r.stopWake = context.AfterFunc(ctx, r.wake)
+	go r.readLoop(ctx)
 	return r
 }
 
-// Receive returns up to max entries: first this consumer's own pending
-// entries left by an earlier incarnation, then entries handed back or idle
-// longer than ClaimIdle (every ClaimEvery, or at once after a Nack), then
-// new entries, waiting up to Block for them.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Receive returns up to max entries that the reader has read ahead,
+// waiting until there are some or ctx is done. After a read error it
+// returns the error once, and (nil, nil) once reading works again.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
-		if err := ctx.Err(); err != nil {
+		r.bmu.Lock()
+		if err := r.readErr; err != nil {
+			r.readErr = nil
+			r.bmu.Unlock()
 			return nil, err
 		}
-		var got []driver.Received
-		var err error
-		switch {
-		case r.recovering:
-			got, err = r.readOwn(ctx, max)
-		case r.claimCursor != scanDone || r.claimNow.Load() || !time.Now().Before(r.nextClaim):
-			got, err = r.claim(ctx, max)
-		default:
-			got, err = r.readNew(ctx, max)
+		if n := min(max, len(r.buf)); n > 0 {
+			out := make([]driver.Received, n)
+			copy(out, r.buf)
+			r.buf = append(r.buf[:0], r.buf[n:]...)
+			r.bmu.Unlock()
+			return out, nil
+		}
+		if r.healed {
+			r.healed = false
+			r.bmu.Unlock()
+			return nil, nil
+		}
+		r.bmu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-r.avail:
+		}
+	}
+}
+
+// readLoop reads while the window has room, until ctx is done.
+func (r *receiver) readLoop(ctx context.Context) {
+	defer close(r.readerDone)
+	var bo backoff.Backoff
+	failing := false
+	for {
+		r.bmu.Lock()
+		free := r.window - r.outstanding
+		r.bmu.Unlock()
+		if free < r.lowWater {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.freed:
+				continue
+			}
+		}
+		got, err := r.fetch(ctx, free)
+		if ctx.Err() != nil && len(got) == 0 {
+			return // entries read as ctx ended stay pending; Close hands them back
+		}
+		r.bmu.Lock()
+		if err != nil {
+			r.readErr, r.healed, failing = err, false, true
+		} else if failing {
+			r.healed, failing = true, false
 		}
 		if len(got) > 0 {
-			return got, nil
+			r.outstanding += len(got)
+			r.buf = append(r.buf, got...)
 		}
-		if err == nil {
+		r.bmu.Unlock()
+		signal(r.avail)
+		if err != nil {
+			if !bo.Sleep(ctx) {
+				return
+			}
 			continue
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if !noGroup(err) {
-			return nil, err
-		}
-		// The stream or the group vanished, typically because Redis
-		// restarted without persistence. Start again from the oldest entry
-		// so that nothing published since is skipped.
-		r.log.Warn("relay: redis consumer group is gone (server restarted without persistence?); recreating it", "err", err)
-		if err := ensureGroup(ctx, r.c, r.key, r.group, StartOldest); err != nil {
-			return nil, err
-		}
-		r.claimCursor = scanDone
+		bo.Reset()
 	}
+}
+
+// settled returns n entries to the window.
+func (r *receiver) settled(n int) {
+	if n == 0 {
+		return
+	}
+	r.bmu.Lock()
+	r.outstanding -= n
+	r.bmu.Unlock()
+	signal(r.freed)
+}
+
+// fetch makes one read step for up to max entries: first this consumer's
+// own pending entries left by an earlier incarnation, then entries handed
+// back or idle longer than ClaimIdle (every ClaimEvery, or at once after a
+// Nack), then new entries, waiting up to Block for them. It returns no
+// entries and no error when the step found nothing.
+func (r *receiver) fetch(ctx context.Context, max int) ([]driver.Received, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var got []driver.Received
+	var err error
+	switch {
+	case r.recovering:
+		got, err = r.readOwn(ctx, max)
+	case r.claimCursor != scanDone || r.claimNow.Load() || !time.Now().Before(r.nextClaim):
+		got, err = r.claim(ctx, max)
+	default:
+		got, err = r.readNew(ctx, max)
+	}
+	if len(got) > 0 || err == nil {
+		return got, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if !noGroup(err) {
+		return nil, err
+	}
+	// The stream or the group vanished, typically because Redis restarted
+	// without persistence. Start again from the oldest entry so that
+	// nothing published since is skipped.
+	r.log.Warn("relay: redis consumer group is gone (server restarted without persistence?); recreating it", "err", err)
+	r.claimCursor = scanDone
+	return nil, ensureGroup(ctx, r.c, r.key, r.group, StartOldest)
 }
 
 // readOwn reads this consumer's PEL (entries delivered to an earlier
@@ -211,6 +322,7 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]d
 		r.log.Debug("relay: reading redis delivery counts", "err", err)
 	}
 	out := make([]driver.Received, len(live))
+	hs := make([]handle, len(live))
 	for i, m := range live {
 		attempt := 2 // delivered before, at least once
 		if cmds[i] != nil {
@@ -218,7 +330,8 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]d
 				attempt = int(p[0].RetryCount)
 			}
 		}
-		out[i] = driver.Received{Msg: Decode(m.ID, m.Values), Attempt: attempt, Handle: &handle{id: m.ID}}
+		hs[i].id = m.ID
+		out[i] = driver.Received{Msg: Decode(m.ID, m.Values), Attempt: attempt, Handle: &hs[i]}
 	}
 	return out, nil
 }
@@ -255,9 +368,12 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 		n += len(s.Messages)
 	}
 	out := make([]driver.Received, 0, n)
+	hs := make([]handle, n) // one allocation for the batch's handles
 	for _, s := range res {
 		for _, m := range s.Messages {
-			out = append(out, driver.Received{Msg: Decode(m.ID, m.Values), Attempt: 1, Handle: &handle{id: m.ID}})
+			h := &hs[len(out)]
+			h.id = m.ID
+			out = append(out, driver.Received{Msg: Decode(m.ID, m.Values), Attempt: 1, Handle: h})
 		}
 	}
 	return out, nil
@@ -316,25 +432,32 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	var acks, nacks []string
+	first := 0
 	for _, s := range batch {
 		h := s.Handle.(*handle)
-		h.settled = true
+		if !h.settled {
+			h.settled = true
+			first++
+		}
 		if s.Ack {
 			acks = append(acks, h.id)
 		} else {
 			nacks = append(nacks, h.id)
 		}
 	}
+	r.settled(first) // settled by the application: the window has room again
 	var ack, back redis.Cmder
-	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if len(acks) > 0 {
-			ack = p.XAck(ctx, r.key, r.group, acks...)
-		}
-		if len(nacks) > 0 {
+	if len(nacks) == 0 {
+		ack = r.c.XAck(ctx, r.key, r.group, acks...)
+	} else {
+		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if len(acks) > 0 {
+				ack = p.XAck(ctx, r.key, r.group, acks...)
+			}
 			back = r.handback(ctx, p, nacks)
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	if len(nacks) > 0 {
 		r.claimNow.Store(true)
 		r.wake()
@@ -372,6 +495,11 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 			ids = append(ids, h.id)
 		}
 	}
+	r.bmu.Lock()
+	for _, rc := range r.buf { // read ahead, not yet taken by the shared layer
+		ids = append(ids, rc.Handle.(*handle).id)
+	}
+	r.bmu.Unlock()
 	if len(ids) == 0 {
 		return nil
 	}
@@ -393,6 +521,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 			ids = append(ids, h.id)
 		}
 	}
+	r.settled(len(ids))
 	if len(ids) == 0 {
 		return nil
 	}
@@ -408,10 +537,11 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 }
 
 // Close stops the reader, hands back whatever is still pending for this
-// consumer (settlements that never reached Redis) and deletes the
-// consumer, so that the group's consumer list does not grow with every
-// subscription.
+// consumer (entries read ahead, settlements that never reached Redis) and
+// deletes the consumer, so that the group's consumer list does not grow
+// with every subscription. The subscription's ctx is done when it is called.
 func (r *receiver) Close() error {
+	<-r.readerDone
 	r.stopWake()
 	r.wmu.Lock()
 	r.closed = true

@@ -1,0 +1,323 @@
+package redisstream_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay"
+)
+
+// Benchmarks compare relay with go-redis doing the same work on the same
+// server in the same run: 100-byte payloads with a message ID field,
+// published in pipelined batches of 100; consumed with a window of 256
+// (XREADGROUP COUNT 256) and acknowledged in XACK batches.
+
+const (
+	benchBatch  = 100
+	benchWindow = 256
+)
+
+func BenchmarkPublish(b *testing.B) {
+	payload := make([]byte, 100)
+	ctx := context.Background()
+	b.Run("relay", func(b *testing.B) {
+		raw := rawClient(b)
+		pub := openPub(b)
+		topic := unique("bench-pub")
+		b.Cleanup(func() { raw.Del(ctx, topic) })
+		batch := make([]*relay.Message, benchBatch)
+		b.SetBytes(int64(len(payload)))
+		b.ReportAllocs()
+		cpu := startCPU(b)
+		for i := 0; i < b.N; i += benchBatch {
+			for j := range batch {
+				batch[j] = relay.NewMessage(payload)
+			}
+			if err := pub.Publish(ctx, topic, batch...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.stop(b)
+	})
+	b.Run("raw", func(b *testing.B) {
+		raw := rawClient(b)
+		topic := unique("bench-pub")
+		b.Cleanup(func() { raw.Del(ctx, topic) })
+		b.SetBytes(int64(len(payload)))
+		b.ReportAllocs()
+		cpu := startCPU(b)
+		for i := 0; i < b.N; i += benchBatch {
+			cmds, err := raw.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for j := 0; j < benchBatch; j++ {
+					p.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"id", relay.NewID(), "payload", payload}})
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, c := range cmds {
+				if c.Err() != nil {
+					b.Fatal(c.Err())
+				}
+			}
+		}
+		cpu.stop(b)
+	})
+}
+
+// cpuMeter reports the process's CPU time (user+system) per operation as
+// "cpu-ns/op": on a shared machine wall time depends on the neighbours,
+// CPU time much less.
+type cpuMeter struct{ start time.Duration }
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func startCPU(b *testing.B) *cpuMeter {
+	b.ResetTimer()
+	return &cpuMeter{start: cpuNow()}
+}
+
+func (m *cpuMeter) stop(b *testing.B) {
+	b.StopTimer()
+	b.ReportMetric(float64(cpuNow()-m.start)/float64(b.N), "cpu-ns/op")
+}
+
+// fill publishes n entries to topic outside the timed part.
+func fill(b *testing.B, raw *redis.Client, topic string, n int) {
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	for i := 0; i < n; i += 1000 {
+		_, err := raw.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j := i; j < min(n, i+1000); j++ {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"id", relay.NewID(), "payload", payload}})
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkConsumeAck(b *testing.B) {
+	ctx := context.Background()
+	b.Run("relay", func(b *testing.B) {
+		raw := rawClient(b)
+		topic, group := unique("bench-consume"), unique("g")
+		b.Cleanup(func() { raw.Del(ctx, topic) })
+		sub := openSub(b, group, "inflight", "256")
+		provision(b, sub, topic)
+		fill(b, raw, topic, b.N)
+		ch, _ := subscribe(b, sub, topic)
+		b.SetBytes(100)
+		b.ReportAllocs()
+		cpu := startCPU(b)
+		for i := 0; i < b.N; i++ {
+			m := <-ch
+			if len(m.Payload) != 100 {
+				b.Fatal("bad payload")
+			}
+			if err := m.Ack(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.stop(b)
+		_ = sub.Close()
+		if n := pendingCount(b, raw, topic, group); n != 0 {
+			b.Fatalf("%d entries left pending", n)
+		}
+	})
+	b.Run("raw", func(b *testing.B) {
+		raw := rawClient(b)
+		topic, group := unique("bench-consume"), unique("g")
+		b.Cleanup(func() { raw.Del(ctx, topic) })
+		if err := raw.XGroupCreateMkStream(ctx, topic, group, "0").Err(); err != nil {
+			b.Fatal(err)
+		}
+		fill(b, raw, topic, b.N)
+		b.SetBytes(100)
+		b.ReportAllocs()
+		cpu := startCPU(b)
+		ids := make([]string, 0, benchWindow)
+		for got := 0; got < b.N; {
+			res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{
+				Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: benchWindow, Block: time.Second,
+			}).Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids = ids[:0]
+			for _, m := range res[0].Messages {
+				if p, _ := m.Values["payload"].(string); len(p) != 100 {
+					b.Fatal("bad payload")
+				}
+				ids = append(ids, m.ID)
+			}
+			if err := raw.XAck(ctx, topic, group, ids...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			got += len(ids)
+		}
+		cpu.stop(b)
+		if n := pendingCount(b, raw, topic, group); n != 0 {
+			b.Fatalf("%d entries left pending", n)
+		}
+	})
+}
+
+// BenchmarkRatio alternates relay and go-redis in rounds (relay first in
+// even rounds, raw first in odd ones) over b.N messages each and reports
+// the median rate of each side and their ratio, so that load from other
+// processes on the machine weighs on both sides alike. Use a fixed count,
+// e.g. -benchtime 20000x.
+func BenchmarkRatio(b *testing.B) {
+	const rounds = 5
+	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
+		var rel, raw []float64
+		for r := 0; r < rounds; r++ {
+			if r%2 == 0 {
+				rel = append(rel, relayRate(b, b.N))
+				raw = append(raw, rawRate(b, b.N))
+			} else {
+				raw = append(raw, rawRate(b, b.N))
+				rel = append(rel, relayRate(b, b.N))
+			}
+		}
+		mRel, mRaw := medianOf(rel), medianOf(raw)
+		b.ReportMetric(mRel, "relay-msg/s")
+		b.ReportMetric(mRaw, "raw-msg/s")
+		b.ReportMetric(mRel/mRaw, "ratio")
+		b.Logf("rounds: relay %.0f, raw %.0f msg/s", rel, raw)
+	}
+	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
+	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func relayPublishRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	raw := rawClient(b)
+	pub := openPub(b)
+	topic := unique("bench-pub")
+	defer raw.Del(ctx, topic)
+	payload := make([]byte, 100)
+	batch := make([]*relay.Message, benchBatch)
+	start := time.Now()
+	for done := 0; done < n; done += benchBatch {
+		k := min(benchBatch, n-done)
+		for j := range batch[:k] {
+			batch[j] = relay.NewMessage(payload)
+		}
+		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = pub.Close()
+	return rate
+}
+
+func rawPublishRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	raw := rawClient(b)
+	topic := unique("bench-pub")
+	defer raw.Del(ctx, topic)
+	payload := make([]byte, 100)
+	start := time.Now()
+	for done := 0; done < n; done += benchBatch {
+		k := min(benchBatch, n-done)
+		cmds, err := raw.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for range k {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"id", relay.NewID(), "payload", payload}})
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range cmds {
+			if c.Err() != nil {
+				b.Fatal(c.Err())
+			}
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func relayConsumeRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	raw := rawClient(b)
+	topic, group := unique("bench-consume"), unique("g")
+	defer raw.Del(ctx, topic)
+	sub := openSub(b, group, "inflight", fmt.Sprint(benchWindow))
+	provision(b, sub, topic)
+	fill(b, raw, topic, n)
+	start := time.Now()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := sub.Subscribe(sctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		m, ok := <-ch
+		if !ok {
+			b.Fatal("channel closed")
+		}
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = sub.Close()
+	return rate
+}
+
+func rawConsumeRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	raw := rawClient(b)
+	topic, group := unique("bench-consume"), unique("g")
+	defer raw.Del(ctx, topic)
+	if err := raw.XGroupCreateMkStream(ctx, topic, group, "0").Err(); err != nil {
+		b.Fatal(err)
+	}
+	fill(b, raw, topic, n)
+	ids := make([]string, 0, benchWindow)
+	start := time.Now()
+	for got := 0; got < n; {
+		res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: benchWindow, Block: time.Second,
+		}).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = ids[:0]
+		for _, m := range res[0].Messages {
+			if p, _ := m.Values["payload"].(string); len(p) != 100 {
+				b.Fatal("bad payload")
+			}
+			ids = append(ids, m.ID)
+		}
+		if err := raw.XAck(ctx, topic, group, ids...).Err(); err != nil {
+			b.Fatal(err)
+		}
+		got += len(ids)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
