@@ -326,3 +326,66 @@ func TestStartLatest(t *testing.T) {
 		_ = recv(t, ch2).Ack()
 	}
 }
+
+// TestMaxUncommitted: while the first record of a partition is unacked,
+// fetching pauses once max_uncommitted records are held behind it (memory
+// stays bounded); acking it resumes the partition.
+func TestMaxUncommitted(t *testing.T) {
+	c := newCluster(t)
+	topic, group := unique("window"), unique("g")
+	c.createTopic(t, topic, 1)
+	pub := openPub(t, c.url("compression", "none"))
+	const n = 3000
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage(bytes.Repeat([]byte{byte(i)}, 10_000))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := 0; i < n; i += 500 {
+		if err := pub.Publish(ctx, topic, msgs[i:i+500]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub := openSub(t, c.subURL(group, "inflight", "50", "max_uncommitted", "20"))
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := recv(t, ch)
+	if first.ID != msgs[0].ID {
+		t.Fatalf("first %s", first.ID)
+	}
+	delivered := 1
+	seen := map[string]bool{first.ID: true}
+	stalled := false
+	for !stalled {
+		select {
+		case m := <-ch:
+			_ = m.Ack()
+			seen[m.ID] = true
+			delivered++
+		case <-time.After(time.Second):
+			stalled = true
+		}
+	}
+	if delivered >= n {
+		t.Fatalf("all %d records delivered while the first was held", delivered)
+	}
+	t.Logf("%d of %d delivered while the first record was held", delivered, n)
+	if err := first.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	for delivered < n {
+		m := recv(t, ch)
+		if seen[m.ID] {
+			t.Fatalf("%s delivered twice", m.ID)
+		}
+		seen[m.ID] = true
+		_ = m.Ack()
+		delivered++
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct of %d", len(seen), n)
+	}
+}

@@ -1,0 +1,274 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The benchmarks compare relay with franz-go (kgo) used directly for the
+// same work, with the same guarantee, against the same kfake cluster in
+// the same run:
+//
+//   - Publish: batches of 256-byte messages with an ID header, produced
+//     asynchronously (idempotent, acks=all, same linger and compression)
+//     and waited for as a whole (raw: Produce with a promise per record).
+//   - Consume: a topic of 4 partitions pre-filled with N messages, drained
+//     by a new group member with at most `window` unacked messages,
+//     every message acknowledged and its offset committed (raw: PollRecords
+//     of up to `window` records, then a synchronous commit of them).
+//
+//	go test -run '^$' -bench . -benchtime 20000x ./adapters/kafka/
+//
+// With RELAY_TEST_KAFKA_BROKERS they run against that cluster instead.
+
+const (
+	benchPayload    = 256
+	benchPartitions = 4
+)
+
+// benchCluster is the cluster both sides of a benchmark use.
+func benchCluster(b *testing.B) *cluster { return newCluster(b) }
+
+func benchMessages(n int) []*relay.Message {
+	msgs := make([]*relay.Message, n)
+	body := make([]byte, benchPayload)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	for i := range msgs {
+		msgs[i] = &relay.Message{ID: relay.NewID(), Payload: body}
+	}
+	return msgs
+}
+
+func rawProducer(b *testing.B, c *cluster, linger time.Duration) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(linger), kgo.ProducerBatchCompression(kgo.SnappyCompression()),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl
+}
+
+func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) float64 {
+	topic := unique("bench")
+	c.createTopic(b, topic, benchPartitions)
+	pub := openPub(b, c.url("linger", linger.String()))
+	defer pub.Close()
+	msgs := benchMessages(batch)
+	ctx := context.Background()
+	start := time.Now()
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		for _, m := range msgs[:k] {
+			m.ID = relay.NewID()
+		}
+		if err := pub.Publish(ctx, topic, msgs[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) float64 {
+	topic := unique("bench")
+	c.createTopic(b, topic, benchPartitions)
+	cl := rawProducer(b, c, linger)
+	defer cl.Close()
+	body := make([]byte, benchPayload)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			firstErr = err
+			mu.Unlock()
+		}
+		wg.Done()
+	}
+	start := time.Now()
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		wg.Add(k)
+		for range k {
+			r := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(relay.NewID())}}}
+			cl.Produce(ctx, r, promise)
+		}
+		wg.Wait()
+		if firstErr != nil {
+			b.Fatal(firstErr)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// fill produces n messages into a new topic of benchPartitions partitions.
+func fill(b *testing.B, c *cluster, n int) string {
+	topic := unique("bench")
+	c.createTopic(b, topic, benchPartitions)
+	cl := rawProducer(b, c, 5*time.Millisecond)
+	defer cl.Close()
+	body := make([]byte, benchPayload)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		r := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{{Key: "relay-id", Value: []byte(relay.NewID())}}}
+		cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return topic
+}
+
+// relayConsumeRate drains a pre-filled topic, acking every message; the
+// clock runs from the first message to the end of Close (final commit).
+func relayConsumeRate(b *testing.B, c *cluster, n, window int) float64 {
+	topic := fill(b, c, n)
+	sub := openSub(b, c.subURL(unique("g"), "inflight", fmt.Sprint(window)))
+	ch, err := sub.Subscribe(context.Background(), topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var start time.Time
+	for i := range n {
+		m := <-ch
+		if i == 0 {
+			start = time.Now()
+		}
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := sub.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// rawConsumeRate does the same with kgo: poll up to window records,
+// process them, commit them synchronously, repeat; then leave the group.
+func rawConsumeRate(b *testing.B, c *cluster, n, window int) float64 {
+	topic := fill(b, c, n)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumerGroup(unique("g")), kgo.ConsumeTopics(topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.HeartbeatInterval(100*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var start time.Time
+	got := 0
+	for got < n {
+		fs := cl.PollRecords(ctx, window)
+		recs := fs.Records()
+		if got == 0 && len(recs) > 0 {
+			start = time.Now()
+		}
+		got += len(recs)
+		if len(recs) > 0 {
+			if err := cl.CommitRecords(ctx, recs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cl.AllowRebalance()
+	}
+	cl.Close()
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func BenchmarkPublish(b *testing.B) {
+	c := benchCluster(b)
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("relay/batch=%d", batch), func(b *testing.B) {
+			b.SetBytes(benchPayload)
+			b.ReportMetric(relayPublishRate(b, c, b.N, batch, 0), "msg/s")
+		})
+		b.Run(fmt.Sprintf("raw/batch=%d", batch), func(b *testing.B) {
+			b.SetBytes(benchPayload)
+			b.ReportMetric(rawPublishRate(b, c, b.N, batch, 0), "msg/s")
+		})
+	}
+}
+
+func BenchmarkConsumeAck(b *testing.B) {
+	c := benchCluster(b)
+	for _, window := range []int{64, 256} {
+		b.Run(fmt.Sprintf("relay/window=%d", window), func(b *testing.B) {
+			b.ReportMetric(relayConsumeRate(b, c, b.N, window), "msg/s")
+		})
+		b.Run(fmt.Sprintf("raw/window=%d", window), func(b *testing.B) {
+			b.ReportMetric(rawConsumeRate(b, c, b.N, window), "msg/s")
+		})
+	}
+}
+
+// BenchmarkRatio runs relay and raw kgo alternately, five rounds of b.N
+// messages each (the order flips every round), and reports the median rate
+// of each and their ratio, so that a busy machine affects both alike. Run
+// it with a fixed count, e.g. -benchtime 20000x.
+func BenchmarkRatio(b *testing.B) {
+	c := benchCluster(b)
+	const rounds = 5
+	compare := func(b *testing.B, relaySide, rawSide func(n int) float64) {
+		var rel, raw []float64
+		for r := range rounds {
+			if r%2 == 0 {
+				rel = append(rel, relaySide(b.N))
+				raw = append(raw, rawSide(b.N))
+			} else {
+				raw = append(raw, rawSide(b.N))
+				rel = append(rel, relaySide(b.N))
+			}
+		}
+		mr, mw := median(rel), median(raw)
+		b.ReportMetric(mr, "relay-msg/s")
+		b.ReportMetric(mw, "raw-msg/s")
+		b.ReportMetric(mr/mw, "ratio")
+		b.Logf("relay %v raw %v", rounded(rel), rounded(raw))
+	}
+	for _, linger := range []time.Duration{0, 5 * time.Millisecond} {
+		b.Run(fmt.Sprintf("publish/batch=100/linger=%v", linger), func(b *testing.B) {
+			compare(b,
+				func(n int) float64 { return relayPublishRate(b, c, n, 100, linger) },
+				func(n int) float64 { return rawPublishRate(b, c, n, 100, linger) })
+		})
+	}
+	b.Run("publish/batch=1", func(b *testing.B) {
+		compare(b,
+			func(n int) float64 { return relayPublishRate(b, c, n, 1, 0) },
+			func(n int) float64 { return rawPublishRate(b, c, n, 1, 0) })
+	})
+	b.Run("consume-ack/window=256", func(b *testing.B) {
+		compare(b,
+			func(n int) float64 { return relayConsumeRate(b, c, n, 256) },
+			func(n int) float64 { return rawConsumeRate(b, c, n, 256) })
+	})
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func rounded(xs []float64) []int {
+	out := make([]int, len(xs))
+	for i, x := range xs {
+		out[i] = int(x)
+	}
+	return out
+}
