@@ -301,8 +301,15 @@ func (s *syncBuffer) String() string {
 // start runs relay with args; stdin may be nil.
 func start(t *testing.T, stdin io.Reader, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, nil, stdin, args...)
+}
+
+// startEnv is start with extra environment variables (KEY=VALUE).
+func startEnv(t *testing.T, env []string, stdin io.Reader, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, out: &syncBuffer{}, err: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(relayBin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdin = stdin
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.err
 	if err := p.cmd.Start(); err != nil {
@@ -331,7 +338,12 @@ func start(t *testing.T, stdin io.Reader, args ...string) *proc {
 // stderr.
 func runRelay(t *testing.T, stdin io.Reader, args ...string) (int, string, string) {
 	t.Helper()
-	p := start(t, stdin, args...)
+	return runRelayEnv(t, nil, stdin, args...)
+}
+
+func runRelayEnv(t *testing.T, env []string, stdin io.Reader, args ...string) (int, string, string) {
+	t.Helper()
+	p := startEnv(t, env, stdin, args...)
 	select {
 	case <-p.done:
 	case <-time.After(3 * time.Minute):
@@ -342,14 +354,21 @@ func runRelay(t *testing.T, stdin io.Reader, args ...string) (int, string, strin
 
 var addrRE = regexp.MustCompile(`serving /healthz, /readyz, /metrics.* address=(\S+)`)
 
+// writeFile writes content to a new file in t's temporary directory.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 // startBridge writes cfg to a file and runs "relay bridge" on it; it
 // returns once /readyz says ready.
 func startBridge(t *testing.T, cfg string) *proc {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "bridge.yaml")
-	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeFile(t, "bridge.yaml", cfg)
 	p := start(t, nil, "bridge", "-c", file, "--http", "127.0.0.1:0", "--log-level", "debug")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
