@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,6 +62,18 @@ type pubDriver struct {
 	cfg  PublisherConfig
 	own  bool
 	caps relay.Capabilities
+	// unhealthy is the connection error of the latest publish attempt,
+	// nil once a publish went through.
+	unhealthy atomic.Pointer[error]
+}
+
+// Health implements relay.HealthChecker without network I/O: the
+// connection error the latest publish attempt met, or nil.
+func (d *pubDriver) Health() error {
+	if p := d.unhealthy.Load(); p != nil {
+		return fmt.Errorf("redisstream: %w", *p)
+	}
+	return nil
 }
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
@@ -107,16 +120,23 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		})
 		var retry []*relay.Message
 		var lastErr error
+		accepted := 0
 		for i, c := range cmds {
 			err := c.Err()
 			switch {
 			case err == nil:
+				accepted++
 			case transient(err) && ctx.Err() == nil:
 				retry = append(retry, todo[i])
 				lastErr = err
 			default:
 				failed = append(failed, relay.MessageFailure{ID: todo[i].ID, Err: publishErr(ctx, err)})
 			}
+		}
+		if lastErr != nil {
+			d.unhealthy.Store(&lastErr)
+		} else if accepted > 0 {
+			d.unhealthy.Store(nil)
 		}
 		if len(retry) > 0 && bo.Sleep(ctx) {
 			todo = retry

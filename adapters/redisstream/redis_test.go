@@ -239,10 +239,19 @@ func TestRedisRestartMidStream(t *testing.T) {
 		defer cancel()
 		published <- pub.Publish(ctx, topic, during...)
 	}()
-	time.Sleep(300 * time.Millisecond) // let the publisher meet the outage
+	hc := pub.(relay.HealthChecker)
+	for i := 0; i < 200 && hc.Health() == nil; i++ { // let the publisher meet the outage
+		time.Sleep(50 * time.Millisecond)
+	}
+	if hc.Health() == nil {
+		t.Error("publisher reports healthy while Redis is down and a publish is retrying")
+	}
 	startRedis(t)
 	if err := <-published; err != nil {
 		t.Fatalf("Publish across the restart: %v", err)
+	}
+	if err := hc.Health(); err != nil {
+		t.Errorf("publisher unhealthy after a publish went through: %v", err)
 	}
 	// The entry in flight is gone with the server's memory: settling it
 	// must neither block nor fail.
