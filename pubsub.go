@@ -23,9 +23,12 @@ type Publisher interface {
 // opened for. Implementations are safe for concurrent use.
 type Subscriber interface {
 	// Subscribe delivers the messages of topic for this subscriber's group
-	// until ctx is done or Close. The channel is closed when the
-	// subscription ends; unsettled messages are then released to the group
-	// at once. Each (topic, group) subscription is independent.
+	// until ctx is done or Close. When the subscription ends, settlements
+	// already made are flushed to the broker and unsettled messages are
+	// released to the group at once; then the channel is closed, so a
+	// closed channel means the broker has all of it. Settling a message
+	// after that returns ErrSubscriptionEnded. Each (topic, group)
+	// subscription is independent.
 	Subscribe(ctx context.Context, topic string) (<-chan *Message, error)
 	// Close ends every subscription, closes their channels before it
 	// returns and releases unsettled messages. It is idempotent and bounded

@@ -302,7 +302,10 @@ func (s *subscription) run() {
 	}
 
 	s.receiveLoop()
-	close(s.out)
+	// The channel closes last, so that a closed channel means the broker
+	// has every settlement and every released message: a new subscription
+	// of the group started after it sees them.
+	defer close(s.out)
 	s.cancel()
 
 	s.mu.Lock()
