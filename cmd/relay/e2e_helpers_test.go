@@ -447,3 +447,5 @@ func (p *proc) waitMetric(name string, want float64) float64 {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
