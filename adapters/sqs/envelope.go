@@ -9,13 +9,15 @@ import (
 // snsEnvelope is the JSON body SNS writes to an SQS queue subscribed
 // without raw message delivery.
 type snsEnvelope struct {
-	Type              string
-	MessageID         string `json:"MessageId"`
-	TopicArn          string
-	Message           *string
+	Type      string
+	MessageID string `json:"MessageId"`
+	TopicArn  string
+	Message   *string
+	// AWS writes {"Type": ..., "Value": ...}; goaws writes the shape of
+	// a MessageAttributeValue. Both are read.
 	MessageAttributes map[string]struct {
-		Type  string
-		Value string
+		Type, Value                        string
+		DataType, StringValue, BinaryValue string
 	}
 }
 
@@ -44,9 +46,15 @@ func unwrapSNS(r received) (received, bool) {
 	}
 	out := received{body: *env.Message, msgID: env.MessageID, groupID: r.groupID, attrs: make(map[string]string, len(env.MessageAttributes))}
 	for name, a := range env.MessageAttributes {
-		v := a.Value
-		if a.Type == "Binary" {
-			if b, err := base64.StdEncoding.DecodeString(a.Value); err == nil {
+		typ, v := a.Type, a.Value
+		if typ == "" && a.DataType != "" {
+			typ, v = a.DataType, a.StringValue
+			if strings.HasPrefix(typ, "Binary") {
+				v = a.BinaryValue
+			}
+		}
+		if strings.HasPrefix(typ, "Binary") {
+			if b, err := base64.StdEncoding.DecodeString(v); err == nil {
 				v = string(b)
 			}
 		}

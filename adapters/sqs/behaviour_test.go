@@ -1,0 +1,422 @@
+package sqs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/go-relay/relay"
+	relaysqs "github.com/go-relay/relay/adapters/sqs"
+)
+
+// queueURLOf returns the URL of an existing queue.
+func queueURLOf(t *testing.T, q *sqs.Client, name string) string {
+	t.Helper()
+	out, err := q.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatalf("GetQueueUrl(%s): %v", name, err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+// rawReceive takes up to 10 messages off a queue with the plain SDK
+// (they become visible again after 30s unless deleted).
+func rawReceive(t *testing.T, q *sqs.Client, url string, wait int32) []sqstypes.Message {
+	t.Helper()
+	out, err := q.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url),
+		MaxNumberOfMessages: 10, WaitTimeSeconds: wait, MessageAttributeNames: []string{"All"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Messages
+}
+
+func manyKeys(n int) relay.Metadata {
+	md := relay.Metadata{}
+	for i := range n {
+		md[fmt.Sprintf("header-%02d", i)] = fmt.Sprintf("value %d", i)
+	}
+	return md
+}
+
+// More metadata keys than SQS has attributes: at most ten attributes go
+// on the wire, the rest packed into one, and all of them come back.
+func TestMetadataBeyondTenAttributes(t *testing.T) {
+	for _, scheme := range []string{relaysqs.SchemeSQS, relaysqs.SchemeSNS} {
+		t.Run(scheme, func(t *testing.T) {
+			topic := name("md")
+			pub := openPub(t, baseURL(t, scheme))
+			subURL := baseURL(t, scheme)
+			queue := topic
+			if scheme == relaysqs.SchemeSNS {
+				subURL = baseURL(t, scheme, "group=g")
+				queue = topic + "-g"
+			}
+			sub := openSub(t, subURL)
+			provision(t, sub, topic)
+
+			// First look at the wire with the plain SDK.
+			wireMsg := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte("wire"), Metadata: manyKeys(15)}
+			publish(t, pub, topic, wireMsg)
+			q, _ := rawClients(t, nil)
+			url := queueURLOf(t, q, queue)
+			got := rawReceive(t, q, url, 5)
+			if len(got) != 1 {
+				t.Fatalf("raw receive got %d messages", len(got))
+			}
+			if n := len(got[0].MessageAttributes); n > relaysqs.MaxAttributes {
+				t.Errorf("%d message attributes on the wire, SQS allows %d", n, relaysqs.MaxAttributes)
+			}
+			if _, ok := got[0].MessageAttributes[relaysqs.AttrPacked]; !ok {
+				t.Errorf("no packed attribute for the keys beyond ten: %v", got[0].MessageAttributes)
+			}
+			_, _ = q.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: got[0].ReceiptHandle})
+
+			// Then the round trip, with names SQS would refuse as they are.
+			md := manyKeys(11)
+			md["AWS.reserved"] = "x"
+			md["dots..and spaces"] = "y"
+			md["empty"] = ""
+			md["ünïcödé"] = "✓"
+			m := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte("round trip"), Metadata: md}
+			ch := subscribe(t, sub, topic)
+			publish(t, pub, topic, m)
+			r := next(t, ch, "message with 15 metadata keys")
+			if r.ID != m.ID || len(r.Metadata) != len(md) {
+				t.Fatalf("got ID %s with %d keys, want %s with %d", r.ID, len(r.Metadata), m.ID, len(md))
+			}
+			for k, v := range md {
+				if r.Metadata[k] != v {
+					t.Errorf("metadata %q = %q, want %q", k, r.Metadata[k], v)
+				}
+			}
+			_ = r.Ack()
+		})
+	}
+}
+
+// A binary payload is base64 on the wire, marked, and byte-exact after.
+func TestBinaryPayload(t *testing.T) {
+	topic := name("bin")
+	pub := openPub(t, baseURL(t, "sqs"))
+	sub := openSub(t, baseURL(t, "sqs"))
+	provision(t, sub, topic)
+	payload := make([]byte, 64<<10)
+	for i := range payload {
+		payload[i] = byte(i ^ i>>8)
+	}
+	publish(t, pub, topic, &relay.Message{ID: relay.NewID(), Payload: payload})
+
+	q, _ := rawClients(t, nil)
+	url := queueURLOf(t, q, topic)
+	raw := rawReceive(t, q, url, 5)
+	if len(raw) != 1 || aws.ToString(raw[0].MessageAttributes[relaysqs.AttrEncoding].StringValue) != relaysqs.EncBase64 {
+		t.Fatalf("binary payload not marked base64 on the wire: %+v", raw)
+	}
+	_, _ = q.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: raw[0].ReceiptHandle})
+
+	m := next(t, subscribe(t, sub, topic), "binary message")
+	if !bytes.Equal(m.Payload, payload) {
+		t.Errorf("payload differs (len %d, want %d)", len(m.Payload), len(payload))
+	}
+	_ = m.Ack()
+}
+
+// Too large messages and FIFO messages without Key are refused before
+// anything is sent, with *relay.LimitError naming the message.
+func TestLimitsAreTypedErrors(t *testing.T) {
+	topic := name("limits")
+	pub := openPub(t, baseURL(t, "sqs"))
+	sub := openSub(t, baseURL(t, "sqs"))
+	provision(t, sub, topic)
+	ctx := context.Background()
+
+	fits := relay.NewMessage([]byte("fits"))
+	text := relay.NewMessage(bytes.Repeat([]byte("a"), relaysqs.DefaultMaxBytes))
+	binary := relay.NewMessage(bytes.Repeat([]byte{0}, 200<<10)) // base64 makes it 266 KiB
+	for _, big := range []*relay.Message{text, binary} {
+		err := pub.Publish(ctx, topic, fits, big)
+		var le *relay.LimitError
+		if !errors.Is(err, relay.ErrMessageTooLarge) || !errors.As(err, &le) || le.MessageID != big.ID {
+			t.Errorf("payload of %d bytes: %v, want a *relay.LimitError for message %s", len(big.Payload), err, big.ID)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+	}
+	fifo := name("limits") + ".fifo"
+	err := pub.Publish(ctx, fifo, &relay.Message{ID: relay.NewID(), Payload: []byte("no key")})
+	var le *relay.LimitError
+	if !errors.As(err, &le) || le.What != "key" {
+		t.Errorf("FIFO message without Key: %v, want a *relay.LimitError about the key", err)
+	}
+	// Nothing of those calls reached the queue.
+	q, _ := rawClients(t, nil)
+	if got := rawReceive(t, q, queueURLOf(t, q, topic), 1); len(got) != 0 {
+		t.Errorf("%d messages reached the queue from refused Publish calls", len(got))
+	}
+}
+
+// A handler slower than the visibility timeout keeps its message: the
+// visibility is extended, so neither this nor another subscriber gets it
+// again while it works. With extension off, the same setup redelivers.
+func TestSlowHandlerNotRedelivered(t *testing.T) {
+	run := func(t *testing.T, extend string) (redelivered bool) {
+		topic := name("slow")
+		url := baseURL(t, "sqs", "visibility=2", "extend_every="+extend)
+		pub := openPub(t, url)
+		worker, other := openSub(t, url), openSub(t, url)
+		provision(t, worker, topic)
+		wch := subscribe(t, worker, topic)
+		m := relay.NewMessage([]byte("slow work"))
+		publish(t, pub, topic, m)
+		got := next(t, wch, "slow message")
+		och := subscribe(t, other, topic)
+		// Work for 2.5 visibility timeouts while another member polls.
+		deadline := time.After(5 * time.Second)
+	wait:
+		for {
+			select {
+			case d := <-och:
+				t.Logf("redelivered to the other member: attempt %d", d.Attempt())
+				redelivered = true
+				_ = d.Ack()
+			case d := <-wch:
+				t.Logf("redelivered to the worker: attempt %d", d.Attempt())
+				redelivered = true
+				_ = d.Ack()
+			case <-deadline:
+				break wait
+			}
+		}
+		if err := got.Ack(); err != nil {
+			t.Fatalf("Ack after slow work: %v", err)
+		}
+		if d := quiet(och, 1500*time.Millisecond); d != nil {
+			t.Logf("delivered after Ack: %s", d.ID)
+			redelivered = true
+		}
+		return redelivered
+	}
+	t.Run("extended", func(t *testing.T) {
+		if run(t, "600ms") {
+			t.Error("a message whose visibility was being extended was delivered again")
+		}
+	})
+	t.Run("control without extension", func(t *testing.T) {
+		if !run(t, "0") {
+			t.Error("without extension the message was not redelivered: the test would not notice a broken extension")
+		}
+	})
+}
+
+// Every group of an SNS topic gets every message; a group created after
+// the messages were published gets none of them (SNS had no subscription).
+func TestSNSFanOutToGroups(t *testing.T) {
+	topic := name("fan")
+	pub := openPub(t, baseURL(t, "sns"))
+	a, b := openSub(t, baseURL(t, "sns", "group=a")), openSub(t, baseURL(t, "sns", "group=b"))
+	provision(t, a, topic)
+	provision(t, b, topic)
+	msgs := make([]*relay.Message, 25)
+	for i := range msgs {
+		msgs[i] = &relay.Message{ID: relay.NewID(), Payload: []byte(fmt.Sprint("event ", i)), Metadata: relay.Metadata{"n": fmt.Sprint(i)}}
+	}
+	publish(t, pub, topic, msgs...)
+	for group, s := range map[string]relay.Subscriber{"a": a, "b": b} {
+		ch := subscribe(t, s, topic)
+		seen := map[string]bool{}
+		for len(seen) < len(msgs) {
+			m := next(t, ch, "group "+group)
+			seen[m.ID] = true
+			_ = m.Ack()
+		}
+		if d := quiet(ch, 500*time.Millisecond); d != nil {
+			t.Errorf("group %s: extra delivery %s", group, d.ID)
+		}
+	}
+	late := openSub(t, baseURL(t, "sns", "group=late"))
+	lch := subscribe(t, late, topic)
+	if d := quiet(lch, time.Second); d != nil {
+		t.Errorf("a group subscribed after publishing got %s", d.ID)
+	}
+}
+
+// On a FIFO queue messages of one Key arrive in publish order, even when
+// one Publish call is sent as several concurrent batches.
+func TestFIFOOrderPerKey(t *testing.T) {
+	topic := name("order") + ".fifo"
+	url := baseURL(t, "sqs", "fifo=true")
+	pub := openPub(t, url)
+	sub := openSub(t, url)
+	if got := pub.(relay.CapabilityReporter).Capabilities().Ordering; got != relay.OrderPerKey {
+		t.Errorf("fifo=true declares ordering %q", got)
+	}
+	provision(t, sub, topic)
+	const n, keys = 120, 4
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = &relay.Message{ID: relay.NewID(), Key: fmt.Sprint("key-", i%keys), Payload: []byte(fmt.Sprint(i))}
+	}
+	for i := 0; i < n; i += 40 {
+		publish(t, pub, topic, msgs[i:i+40]...)
+	}
+	pos := map[string]int{}
+	for i, m := range msgs {
+		pos[m.ID] = i
+	}
+	ch := subscribe(t, sub, topic)
+	last := map[string]int{}
+	for range n {
+		m := next(t, ch, "FIFO message")
+		p := pos[m.ID]
+		if prev, ok := last[m.Key]; ok && p < prev {
+			t.Errorf("key %s: message #%d after #%d", m.Key, p, prev)
+		}
+		last[m.Key] = p
+		_ = m.Ack()
+	}
+	if err := pub.Publish(context.Background(), "not-fifo", relay.NewMessage([]byte("x"))); !errors.Is(err, relay.ErrInvalidTopic) {
+		t.Errorf("fifo=true with a standard queue name: %v, want ErrInvalidTopic", err)
+	}
+}
+
+// Messages from other producers are delivered: a plain SQS message, and
+// SNS notifications wrapped in their JSON envelope (no raw delivery).
+func TestForeignProducers(t *testing.T) {
+	ctx := context.Background()
+	q, n := rawClients(t, nil)
+
+	t.Run("plain SQS message", func(t *testing.T) {
+		topic := name("foreign")
+		sub := openSub(t, baseURL(t, "sqs"))
+		provision(t, sub, topic)
+		out, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURLOf(t, q, topic)), MessageBody: aws.String("hello"),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+				"trace": {DataType: aws.String("String"), StringValue: aws.String("t1")},
+				"n":     {DataType: aws.String("Number"), StringValue: aws.String("42")},
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := next(t, subscribe(t, sub, topic), "foreign message")
+		if m.ID != aws.ToString(out.MessageId) || string(m.Payload) != "hello" || m.Metadata["trace"] != "t1" || m.Metadata["n"] != "42" || m.Attempt() != 1 {
+			t.Errorf("got ID %s payload %q metadata %v attempt %d", m.ID, m.Payload, m.Metadata, m.Attempt())
+		}
+		_ = m.Ack()
+	})
+
+	t.Run("SNS envelopes", func(t *testing.T) {
+		topic := name("env")
+		sub := openSub(t, baseURL(t, "sns", "group=g", "raw_delivery=false"))
+		provision(t, sub, topic)
+		ch := subscribe(t, sub, topic)
+		// A relay message through a subscription without raw delivery.
+		pub := openPub(t, baseURL(t, "sns"))
+		rm := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte{0xff, 0, 1}, Metadata: relay.Metadata{"a": "1"}}
+		publish(t, pub, topic, rm)
+		m := next(t, ch, "enveloped relay message")
+		if m.ID != rm.ID || m.Key != "k" || !bytes.Equal(m.Payload, rm.Payload) || m.Metadata["a"] != "1" || len(m.Metadata) != 1 {
+			t.Errorf("enveloped relay message: ID %s key %q payload %v metadata %v", m.ID, m.Key, m.Payload, m.Metadata)
+		}
+		_ = m.Ack()
+		// A foreign SNS publish.
+		arn := "arn:aws:sns:" + service(t).Region + ":"
+		topics, err := n.ListTopics(ctx, &sns.ListTopicsInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tp := range topics.Topics {
+			if strings.HasSuffix(aws.ToString(tp.TopicArn), ":"+topic) {
+				arn = aws.ToString(tp.TopicArn)
+			}
+		}
+		if _, err := n.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(arn), Message: aws.String("from elsewhere"),
+			MessageAttributes: map[string]snstypes.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("x")}}}); err != nil {
+			t.Fatal(err)
+		}
+		m = next(t, ch, "foreign SNS notification")
+		if string(m.Payload) != "from elsewhere" || m.Metadata["kind"] != "x" || m.ID == "" {
+			t.Errorf("foreign notification: ID %q payload %q metadata %v", m.ID, m.Payload, m.Metadata)
+		}
+		_ = m.Ack()
+	})
+}
+
+// max_receive=2 sends a message nacked twice to the dead-letter queue,
+// where a subscriber of that queue gets it with its ID.
+func TestDeadLetterQueue(t *testing.T) {
+	topic := name("dlq")
+	url := baseURL(t, "sqs", "max_receive=2")
+	pub := openPub(t, url)
+	sub := openSub(t, url)
+	provision(t, sub, topic)
+	m := relay.NewMessage([]byte("poison"))
+	publish(t, pub, topic, m)
+	ch := subscribe(t, sub, topic)
+	for i := 1; i <= 2; i++ {
+		d := next(t, ch, "delivery before dead-lettering")
+		if d.ID != m.ID || d.Attempt() != i {
+			t.Fatalf("delivery %d: ID %s attempt %d", i, d.ID, d.Attempt())
+		}
+		_ = d.Nack()
+	}
+	dlq := openSub(t, baseURL(t, "sqs"))
+	d := next(t, subscribe(t, dlq, topic+"-dlq"), "dead-lettered message")
+	if d.ID != m.ID || string(d.Payload) != "poison" {
+		t.Errorf("dead-letter queue delivered %s %q", d.ID, d.Payload)
+	}
+	_ = d.Ack()
+	if extra := quiet(ch, time.Second); extra != nil {
+		t.Errorf("the dead-lettered message was delivered on the main queue again (attempt %d)", extra.Attempt())
+	}
+}
+
+func TestGroupOnSQSPointsToSNS(t *testing.T) {
+	_, err := relay.OpenSubscriber(context.Background(), baseURL(t, "sqs", "group=billing"))
+	if !errors.Is(err, relay.ErrBadURL) || !strings.Contains(err.Error(), "sns://") {
+		t.Errorf("sqs:// with group=: %v, want a URL error pointing to sns://", err)
+	}
+}
+
+// Publishing uses one SendMessageBatch call per ten messages.
+func TestPublishCallsPerMessage(t *testing.T) {
+	topic := name("calls")
+	counter := newCallCounter(nil)
+	s := service(t)
+	cfg := relaysqs.Config{Region: s.Region, Endpoint: s.Endpoint}
+	if s.Emulated {
+		cfg.AccessKeyID, cfg.SecretAccessKey = "test", "test"
+	}
+	pub, err := relaysqs.NewSQSPublisher(context.Background(), cfg, relaysqs.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper {
+		counter.next = rt
+		return counter
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	publish(t, pub, topic, relay.NewMessage([]byte("create the queue")))
+	counter.reset()
+	const n = 500
+	for i := 0; i < n; i += 100 {
+		batch := make([]*relay.Message, 100)
+		for j := range batch {
+			batch[j] = relay.NewMessage([]byte(fmt.Sprint("m", i+j)))
+		}
+		publish(t, pub, topic, batch...)
+	}
+	if got := counter.count("SendMessageBatch"); got != n/10 || counter.total.Load() != int64(n/10) {
+		t.Errorf("%d messages took %d SendMessageBatch calls and %d calls in all (%s), want %d", n, got, counter.total.Load(), counter, n/10)
+	}
+}
