@@ -232,11 +232,13 @@ func BenchmarkRatio(b *testing.B) {
 			side{"relay", func(b *testing.B, n int) float64 { return relayPublishRate(b, n, 100) }},
 			side{"raw", func(b *testing.B, n int) float64 { return rawPublishRate(b, n, 100) }})
 	})
-	b.Run("consume-ack/window=64", func(b *testing.B) {
-		compare(b,
-			side{"relay", func(b *testing.B, n int) float64 { return relayConsumeRate(b, n, 64) }},
-			side{"raw", func(b *testing.B, n int) float64 { return rawConsumeRate(b, n, 64) }})
-	})
+	for _, window := range []int{64, 512} {
+		b.Run(fmt.Sprintf("consume-ack/window=%d", window), func(b *testing.B) {
+			compare(b,
+				side{"relay", func(b *testing.B, n int) float64 { return relayConsumeRate(b, n, window) }},
+				side{"raw", func(b *testing.B, n int) float64 { return rawConsumeRate(b, n, window) }})
+		})
+	}
 }
 
 func median(xs []float64) float64 {
