@@ -52,7 +52,7 @@ func checkServer(ctx context.Context, c *redis.Client, need version, feature str
 	}
 	v, raw, ok := parseVersion(info)
 	if ok && v.less(need) {
-		return fmt.Errorf("Redis %s is too old: %s needs Redis %s or newer", raw, feature, need)
+		return fmt.Errorf("server is Redis %s, too old: %s needs Redis %s or newer", raw, feature, need)
 	}
 	return nil
 }
