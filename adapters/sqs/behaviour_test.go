@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,5 +420,88 @@ func TestPublishCallsPerMessage(t *testing.T) {
 	}
 	if got := counter.count("SendMessageBatch"); got != n/10 || counter.total.Load() != int64(n/10) {
 		t.Errorf("%d messages took %d SendMessageBatch calls and %d calls in all (%s), want %d", n, got, counter.total.Load(), counter, n/10)
+	}
+}
+
+// failFirstBatch fails, as a whole, the first SendMessageBatch call that
+// carries the message ID marker.
+type failFirstBatch struct {
+	next   http.RoundTripper
+	marker string
+	done   atomic.Bool
+}
+
+func (f *failFirstBatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".SendMessageBatch") && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(f.marker)) && f.done.CompareAndSwap(false, true) {
+			return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+				Header:  http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+				Body:    io.NopCloser(strings.NewReader(`{"__type":"InternalError","message":"injected"}`)),
+				Request: req}, nil
+		}
+	}
+	return f.next.RoundTrip(req)
+}
+
+// When a FIFO batch fails, the later messages of its groups in the same
+// Publish call are not sent (they would overtake the failed ones), while
+// other groups' messages are.
+func TestFIFOFailureStopsItsGroupOnly(t *testing.T) {
+	topic := name("fifofail") + ".fifo"
+	msgs := make([]*relay.Message, 30)
+	for i := range msgs {
+		key := "A"
+		if i >= 10 && i < 20 || i >= 20 && i%2 == 1 {
+			key = "B"
+		}
+		msgs[i] = &relay.Message{ID: relay.NewID(), Key: key, Payload: []byte(fmt.Sprint(i))}
+	}
+	cfg := benchConfig(t)
+	cfg.MaxAttempts = 1
+	inject := &failFirstBatch{marker: msgs[0].ID}
+	pub, err := relaysqs.NewSQSPublisher(context.Background(), cfg, relaysqs.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper {
+		inject.next = rt
+		return inject
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub := openSub(t, baseURL(t, "sqs"))
+	provision(t, sub, topic)
+
+	err = pub.Publish(context.Background(), topic, msgs...)
+	var pe *relay.PublishError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Publish: %v, want a *relay.PublishError", err)
+	}
+	failed := map[string]bool{}
+	for _, id := range pe.FailedIDs() {
+		failed[id] = true
+	}
+	var wantB []string
+	for i, m := range msgs {
+		if want := m.Key == "A"; failed[m.ID] != want {
+			t.Errorf("message %d (Key %s): failed=%v, want %v", i, m.Key, failed[m.ID], want)
+		}
+		if m.Key == "B" {
+			wantB = append(wantB, m.ID)
+		}
+	}
+	ch := subscribe(t, sub, topic)
+	for i, id := range wantB {
+		m := next(t, ch, "B message")
+		if m.ID != id {
+			t.Fatalf("B message %d: got %s, want %s", i, m.ID, id)
+		}
+		_ = m.Ack()
+	}
+	if extra := quiet(ch, 500*time.Millisecond); extra != nil {
+		t.Errorf("a message of the failed group arrived: %s", extra.Payload)
 	}
 }

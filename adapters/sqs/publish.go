@@ -105,7 +105,6 @@ type chunk struct {
 	bytes int
 	after []*chunk      // FIFO: earlier chunks holding the same message groups
 	done  chan struct{} // closed when sent (or given up)
-	ok    bool          // every item was accepted
 }
 
 // SendAll implements driver.WholeSender: the messages are packed into
@@ -113,7 +112,7 @@ type chunk struct {
 // (up to SendConcurrency at a time). On a FIFO topic a batch waits for the
 // earlier batches holding messages of the same group, so each group's
 // messages are sent in order; if one of them fails, the group's later
-// messages are not sent and are reported failed too.
+// messages in this call are not sent and are reported failed too.
 func (d *pubDriver) SendAll(ctx context.Context, topic string, msgs []*relay.Message) error {
 	fifo := isFIFO(topic)
 	items := make([]*outgoing, len(msgs))
@@ -129,31 +128,41 @@ func (d *pubDriver) SendAll(ctx context.Context, topic string, msgs []*relay.Mes
 		go func() {
 			defer wg.Done()
 			defer close(c.done)
+			// FIFO: wait for the earlier batches of the same groups; a
+			// group with a failed message sends nothing more.
+			blocked := map[string]bool{}
 			for _, dep := range c.after {
 				<-dep.done
-				if !dep.ok {
-					for _, it := range c.items {
-						it.err = fmt.Errorf("relay/sqs: not sent: an earlier message of the same Key (MessageGroupId) failed, sending it would break the order")
+				for _, it := range dep.items {
+					if it.err != nil {
+						blocked[it.m.Key] = true
 					}
+				}
+			}
+			send := c.items
+			if len(blocked) > 0 {
+				send = nil
+				for _, it := range c.items {
+					if blocked[it.m.Key] {
+						it.err = fmt.Errorf("relay/sqs: not sent: an earlier message with Key %q failed, and sending this one would break the order of its MessageGroupId", it.m.Key)
+					} else {
+						send = append(send, it)
+					}
+				}
+				if len(send) == 0 {
 					return
 				}
 			}
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				for _, it := range c.items {
+				for _, it := range send {
 					it.err = ctx.Err()
 				}
 				return
 			}
-			d.sendChunk(ctx, topic, c)
+			d.sendChunk(ctx, topic, send)
 			<-sem
-			c.ok = true
-			for _, it := range c.items {
-				if it.err != nil {
-					c.ok = false
-				}
-			}
 		}()
 	}
 	wg.Wait()
@@ -210,11 +219,12 @@ func pack(items []*outgoing, maxBytes int, fifo bool) []*chunk {
 	return chunks
 }
 
-// sendChunk sends one chunk, setting err on the items that failed. Entries
-// that failed through no fault of the request are sent again (twice at
-// most); a missing queue or topic is looked up (or created) again once.
-func (d *pubDriver) sendChunk(ctx context.Context, topic string, c *chunk) {
-	todo := c.items
+// sendChunk sends one chunk's items, setting err on the items that
+// failed. Entries that failed through no fault of the request are sent
+// again (twice at most; never on FIFO, where that would reorder); a
+// missing queue or topic is looked up (or created) again once.
+func (d *pubDriver) sendChunk(ctx context.Context, topic string, items []*outgoing) {
+	todo := items
 	var bo backoff.Backoff
 	recreated := false
 	for try := 0; ; try++ {
@@ -231,6 +241,9 @@ func (d *pubDriver) sendChunk(ctx context.Context, topic string, c *chunk) {
 				it.err = fmt.Errorf("relay/sqs: sending to %s %q: %w", d.noun(), topic, err)
 			}
 			return
+		}
+		if isFIFO(topic) {
+			return // resending some entries of a FIFO batch would reorder their group
 		}
 		var retry []*outgoing
 		for _, it := range todo {
