@@ -22,10 +22,12 @@ const (
 	defaultFrameMax = 131072
 )
 
-// headerLimit is the largest content-header payload for frameMax.
+// headerLimit is the largest content-header payload for frameMax (0: not
+// known yet, RabbitMQ's default is assumed; relay never asks for an
+// unlimited frame size).
 func headerLimit(frameMax int) int {
 	if frameMax <= 0 {
-		return 1 << 30 // negotiated "unlimited"
+		frameMax = defaultFrameMax
 	}
 	return frameMax - frameOverhead
 }

@@ -1,0 +1,153 @@
+package amqp_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/amqp"
+)
+
+// tlsProxy terminates TLS in front of the test broker, so that amqps:// and
+// the tls_* options are exercised without a TLS listener on RabbitMQ. It
+// returns the proxy's address and the CA file that signed its certificate.
+func tlsProxy(t *testing.T, backend string) (addr, caFile string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "relay test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "broker.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"broker.test"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		MinVersion:   tls.VersionTLS12,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c)
+			track(b)
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(b, c); b.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(c, b); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String(), caFile
+}
+
+func TestAMQPS(t *testing.T) {
+	base, err := url.Parse(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := base.Port()
+	if port == "" {
+		port = "5672"
+	}
+	addr, ca := tlsProxy(t, net.JoinHostPort(base.Hostname(), port))
+	u := *base
+	u.Scheme = "amqps"
+	u.Host = addr
+	tlsURL := u.String()
+
+	c := newCleaner(t)
+	topic, group := unique("tls"), unique("g")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pub, err := relay.OpenPublisher(ctx, withParams(t, tlsURL, "tls_ca", ca, "tls_server_name", "broker.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	s, err := relay.OpenSubscriber(ctx, withParams(t, tlsURL, "group", group, "tls_ca", ca, "tls_server_name", "broker.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
+	defer sub.Close()
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	m := relay.NewMessage([]byte("over TLS"))
+	publish(t, pub, topic, m)
+	if got := next(t, ch, "over TLS"); got.ID != m.ID {
+		t.Errorf("got %s, want %s", got.ID, m.ID)
+	} else {
+		_ = got.Ack()
+	}
+
+	// Without the CA the handshake fails, within the ctx, saying why.
+	_, err = relay.OpenPublisher(ctx, withParams(t, tlsURL, "tls_server_name", "broker.test"))
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("amqps without the CA = %v, want a certificate error", err)
+	}
+	// TLS options on amqp:// are a configuration error.
+	if _, err := relay.OpenPublisher(ctx, withParams(t, brokerURL(t), "tls_ca", ca)); err == nil {
+		t.Errorf("tls_ca on amqp:// accepted")
+	}
+}
