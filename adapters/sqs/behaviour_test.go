@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -503,5 +505,52 @@ func TestFIFOFailureStopsItsGroupOnly(t *testing.T) {
 	}
 	if extra := quiet(ch, 500*time.Millisecond); extra != nil {
 		t.Errorf("a message of the failed group arrived: %s", extra.Payload)
+	}
+}
+
+// Publish honours its ctx against a service that never answers, and
+// Health reports the failure; a subscriber cannot provision there.
+func TestUnresponsiveService(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // hold it open, never answer
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	url := "sqs://?region=us-east-1&access_key_id=a&secret_key=b&max_attempts=1&endpoint=http://" + ln.Addr().String()
+	pub := openPub(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = pub.Publish(ctx, "q", relay.NewMessage([]byte("x")))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Publish to a silent service: %v, want context.DeadlineExceeded", err)
+	}
+	if h := pub.(relay.HealthChecker).Health(); h == nil {
+		t.Error("Health is nil after a failed call")
+	}
+	sub := openSub(t, url)
+	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer scancel()
+	if _, err := sub.Subscribe(sctx, "q"); err == nil {
+		t.Error("Subscribe succeeded without a reachable service")
 	}
 }
