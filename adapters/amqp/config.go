@@ -147,8 +147,9 @@ type Config struct {
 	// Logger receives connection events and transient errors.
 	// Default slog.Default().
 	Logger *slog.Logger
-	// OnStateChange, when set, is called with every connection state change,
-	// in order, from the connection's supervising goroutine. It must not block.
+	// OnStateChange, when set, is called with every connection state change
+	// (connected, reconnecting, closed), in order and never concurrently. It
+	// must not block: reconnecting waits for it.
 	OnStateChange func(State)
 }
 
