@@ -76,9 +76,11 @@ func baseURL(t testing.TB, scheme string, extra ...string) string {
 	return scheme + "://?" + q.Encode()
 }
 
+// name returns a fresh queue or topic name; every test resource starts
+// with "relay-test-", so a run against AWS is easy to clean up after.
 func name(prefix string) string {
 	id := strings.ReplaceAll(relay.NewID(), "-", "")
-	return prefix + "-" + id[len(id)-12:]
+	return "relay-test-" + prefix + "-" + id[len(id)-12:]
 }
 
 func openPub(t testing.TB, raw string) relay.Publisher {
