@@ -6,4 +6,5 @@ import (
 	_ "github.com/go-relay/relay/adapters/kafka"       // kafka://
 	_ "github.com/go-relay/relay/adapters/memory"      // mem://
 	_ "github.com/go-relay/relay/adapters/redisstream" // redis://, rediss://
+	_ "github.com/go-relay/relay/adapters/sqs"         // sqs://, sns://
 )

@@ -13,6 +13,8 @@ import (
 	"github.com/go-relay/relay/bridge"
 )
 
+// routeYAML is a bridge config with one route; the source URL carries the
+// group.
 func routeYAML(name string, from backend, fromTopic, group string, to backend, toTopic string, extra string) string {
 	return fmt.Sprintf(`name: e2e-%s
 shutdown_timeout: 30s
@@ -21,11 +23,10 @@ routes:
     from:
       url: %q
       topic: %s
-      group: %s
     to:
       url: %q
       topic: %s
-%s`, name, name, from.pubURL, fromTopic, group, to.pubURL, toTopic, extra)
+%s`, name, name, from.subURL(group), fromTopic, to.pubURL, toTopic, extra)
 }
 
 // testMessages are the messages every route must carry byte-exact.

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
+	if sqsSvc != nil {
+		sqsSvc.Stop()
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -63,6 +66,9 @@ type backend struct {
 	subURL func(group string) string
 	// large is the size of the largest payload tested on this backend.
 	large int
+	// queueIsGroup: the topic itself is the group (sqs://), so each
+	// "group" of a test needs a topic of its own.
+	queueIsGroup bool
 }
 
 func withParams(raw string, kv ...string) string {
@@ -117,12 +123,59 @@ func kafkaBackend(t *testing.T) backend {
 		}}
 }
 
+// The SQS/SNS service (goaws run as a subprocess by testenv, unless
+// RELAY_TEST_SQS_ENDPOINT names another) is started on first use and
+// stopped by TestMain.
+var (
+	sqsOnce sync.Once
+	sqsSvc  *testenv.SQSService
+)
+
+// awsURL is the sqs:// or sns:// URL of the test service.
+func awsURL(t *testing.T, scheme string) string {
+	sqsOnce.Do(func() { sqsSvc = testenv.StartSQS() })
+	sqsSvc.Need(t)
+	q := url.Values{}
+	q.Set("region", sqsSvc.Region)
+	if sqsSvc.Endpoint != "" {
+		q.Set("endpoint", sqsSvc.Endpoint)
+	}
+	if sqsSvc.Emulated {
+		q.Set("access_key_id", "test")
+		q.Set("secret_key", "test")
+		if scheme == "sns" {
+			q.Set("queue_policy", "false") // goaws cannot set queue policies
+		}
+	}
+	return scheme + "://?" + q.Encode()
+}
+
+// awsSub adds the subscriber options the tests want: short long-polls and
+// a short visibility, so that messages of a killed bridge come back soon.
+func awsSub(raw string, kv ...string) string {
+	return withParams(raw, append([]string{"wait", "1", "visibility", "6", "extend_every", "2"}, kv...)...)
+}
+
+// sqsBackend is plain SQS: the topic is a queue, which is the group.
+func sqsBackend(t *testing.T) backend {
+	u := awsURL(t, "sqs")
+	return backend{name: "sqs", pubURL: u, large: 128 << 10, queueIsGroup: true,
+		subURL: func(string) string { return awsSub(u) }}
+}
+
+// snsBackend is SNS with an SQS queue per group.
+func snsBackend(t *testing.T) backend {
+	u := awsURL(t, "sns")
+	return backend{name: "sns", pubURL: u, large: 128 << 10,
+		subURL: func(g string) string { return awsSub(u, "group", g) }}
+}
+
 // backends returns every cross-process backend available; a missing
 // broker fails under CI and is skipped (with the reason) locally. The
 // shared brokers are held (see holdBrokers) until the test ends.
 func backends(t *testing.T) []backend {
 	holdBrokers(t)
-	return []backend{redisBackend(t), amqpBackend(t), kafkaBackend(t)}
+	return []backend{redisBackend(t), amqpBackend(t), kafkaBackend(t), sqsBackend(t), snsBackend(t)}
 }
 
 // holdBrokers takes a shared lock on the files with which the adapters'

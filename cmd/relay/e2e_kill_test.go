@@ -25,7 +25,7 @@ func TestBridgeSurvivesSIGKILL(t *testing.T) {
 	for _, b := range bs {
 		byName[b.name] = b
 	}
-	for _, pair := range [][2]string{{"amqp", "kafka"}, {"redis", "amqp"}, {"kafka", "redis"}} {
+	for _, pair := range [][2]string{{"amqp", "kafka"}, {"redis", "amqp"}, {"kafka", "redis"}, {"sns", "sqs"}} {
 		from, to := byName[pair[0]], byName[pair[1]]
 		t.Run(from.name+"-to-"+to.name, func(t *testing.T) {
 			run := id()
