@@ -177,7 +177,7 @@ func TestLimitsAreTypedErrors(t *testing.T) {
 func TestSlowHandlerNotRedelivered(t *testing.T) {
 	run := func(t *testing.T, extend string) (redelivered bool) {
 		topic := name("slow")
-		url := baseURL(t, "sqs", "visibility=2", "extend_every="+extend)
+		url := baseURL(t, "sqs", "visibility=3", "extend_every="+extend)
 		pub := openPub(t, url)
 		worker, other := openSub(t, url), openSub(t, url)
 		provision(t, worker, topic)
@@ -186,8 +186,8 @@ func TestSlowHandlerNotRedelivered(t *testing.T) {
 		publish(t, pub, topic, m)
 		got := next(t, wch, "slow message")
 		och := subscribe(t, other, topic)
-		// Work for 2.5 visibility timeouts while another member polls.
-		deadline := time.After(5 * time.Second)
+		// Work for more than two visibility timeouts while another member polls.
+		deadline := time.After(6500 * time.Millisecond)
 	wait:
 		for {
 			select {
@@ -213,7 +213,7 @@ func TestSlowHandlerNotRedelivered(t *testing.T) {
 		return redelivered
 	}
 	t.Run("extended", func(t *testing.T) {
-		if run(t, "600ms") {
+		if run(t, "500ms") {
 			t.Error("a message whose visibility was being extended was delivered again")
 		}
 	})
