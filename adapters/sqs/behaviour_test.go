@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // queueURLOf returns the URL of an existing queue.
@@ -552,5 +553,34 @@ func TestUnresponsiveService(t *testing.T) {
 	defer scancel()
 	if _, err := sub.Subscribe(sctx, "q"); err == nil {
 		t.Error("Subscribe succeeded without a reachable service")
+	}
+}
+
+// With create_topics=false a publisher finds existing topics with
+// ListTopics, or builds their ARN from account= without any call; a
+// missing topic is an error, not a silent creation.
+func TestExistingTopicsOnly(t *testing.T) {
+	topic := name("existing")
+	sub := openSub(t, baseURL(t, "sns", "group=g"))
+	provision(t, sub, topic)
+	ch := subscribe(t, sub, topic)
+	urls := []string{baseURL(t, "sns", "create_topics=false")}
+	if s := service(t); s.Emulated {
+		urls = append(urls, baseURL(t, "sns", "create_topics=false", "account="+testenv.GoawsAccount))
+	} else {
+		t.Log("account= variant skipped: the AWS account of the test credentials is not known here")
+	}
+	for _, u := range urls {
+		pub := openPub(t, u)
+		m := relay.NewMessage([]byte(u))
+		publish(t, pub, topic, m)
+		if got := next(t, ch, "message to an existing topic"); got.ID != m.ID {
+			t.Errorf("%s: got %s, want %s", relay.Redact(u), got.ID, m.ID)
+		} else {
+			_ = got.Ack()
+		}
+		if err := pub.Publish(context.Background(), name("missing"), relay.NewMessage([]byte("x"))); err == nil {
+			t.Errorf("%s: publishing to a missing topic succeeded", relay.Redact(u))
+		}
 	}
 }

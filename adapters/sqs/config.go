@@ -82,8 +82,15 @@ type Config struct {
 	// ".fifo".
 	NoCreateQueues bool
 	// NoCreateTopics: never create SNS topics (create_topics=false); they
-	// are looked up with ListTopics instead. sns:// only.
+	// are looked up with ListTopics instead, or, with Account, addressed
+	// by an ARN built from partition, region and account without any
+	// call. sns:// only.
 	NoCreateTopics bool
+	// Account is the AWS account ID of the topics (account=, 12 digits).
+	// With NoCreateTopics, topic ARNs are built from it (in the region's
+	// partition: aws, aws-cn, aws-us-gov, ...), so a publisher needs no
+	// permission but sns:Publish. sns:// only.
+	Account string
 	// NoQueuePolicy: do not add the statement that lets the topic send to
 	// a group's queue (queue_policy=false), for queues whose policy is
 	// managed elsewhere. sns:// only. Default: the statement is merged into
@@ -159,6 +166,8 @@ type Config struct {
 	Group string
 }
 
+var accountRe = regexp.MustCompile(`^[0-9]{12}$`)
+
 // groupRe is the charset of group names: they become part of queue names.
 var groupRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
@@ -203,6 +212,9 @@ func (c Config) Validate(scheme string, subscriber bool) error {
 	c = c.withDefaults()
 	if scheme != SchemeSQS && scheme != SchemeSNS {
 		bad("scheme", "%q is neither sqs nor sns", scheme)
+	}
+	if c.Account != "" && !accountRe.MatchString(c.Account) {
+		bad("Account", "%q is not a 12-digit AWS account ID", c.Account)
 	}
 	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
 		bad("AccessKeyID/SecretAccessKey", "give both or neither")
@@ -286,6 +298,7 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	c.NoUnwrapSNS = !p.Bool("unwrap_sns", true)
 	if scheme == SchemeSNS {
 		c.NoCreateTopics = !p.Bool("create_topics", true)
+		c.Account = p.String("account", "")
 		c.NoQueuePolicy = !p.Bool("queue_policy", true)
 		c.NoRawDelivery = !p.Bool("raw_delivery", true)
 	}

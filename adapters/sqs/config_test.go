@@ -42,8 +42,8 @@ func TestURLParams(t *testing.T) {
 	if c != want {
 		t.Errorf("parsed\n %+v\nwant\n %+v", c, want)
 	}
-	s, err := mustParse(t, "sns://?region=us-east-1&group=billing&create_topics=false&queue_policy=false&raw_delivery=false", true)
-	if err != nil || s.Group != "billing" || !s.NoCreateTopics || !s.NoQueuePolicy || !s.NoRawDelivery {
+	s, err := mustParse(t, "sns://?region=us-east-1&group=billing&create_topics=false&account=123456789012&queue_policy=false&raw_delivery=false", true)
+	if err != nil || s.Group != "billing" || !s.NoCreateTopics || s.Account != "123456789012" || !s.NoQueuePolicy || !s.NoRawDelivery {
 		t.Errorf("sns params: %+v %v", s, err)
 	}
 }
@@ -68,6 +68,8 @@ func TestURLErrors(t *testing.T) {
 		"extend too late":    {"sqs://?visibility=10&extend_every=10", true, "shorter"},
 		"raw delivery sqs":   {"sqs://?raw_delivery=false", true, "raw_delivery"},
 		"only access key id": {"sqs://?access_key_id=a", false, "both"},
+		"bad account":        {"sns://?account=12", false, "12-digit"},
+		"account on sqs":     {"sqs://?account=123456789012", false, "account"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

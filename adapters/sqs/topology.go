@@ -271,7 +271,8 @@ func (t *topology) queueArn(ctx context.Context, url string) (string, error) {
 }
 
 // topicArn returns the ARN of SNS topic name, creating it unless
-// NoCreateTopics (then it is looked up with ListTopics).
+// NoCreateTopics (then it is built from Account, or looked up with
+// ListTopics).
 func (t *topology) topicArn(ctx context.Context, name string) (string, error) {
 	return t.topics.get(ctx, name, func(ctx context.Context) (string, error) {
 		if !t.cfg.NoCreateTopics {
@@ -284,6 +285,9 @@ func (t *topology) topicArn(ctx context.Context, name string) (string, error) {
 				return "", fmt.Errorf("relay/sqs: creating SNS topic %q: %w", name, err)
 			}
 			return aws.ToString(out.TopicArn), nil
+		}
+		if t.cfg.Account != "" {
+			return fmt.Sprintf("arn:%s:sns:%s:%s:%s", t.c.partition, t.c.region, t.cfg.Account, name), nil
 		}
 		p := sns.NewListTopicsPaginator(t.c.sns, &sns.ListTopicsInput{})
 		for p.HasMorePages() {
