@@ -232,6 +232,11 @@ func BenchmarkRatio(b *testing.B) {
 			side{"relay", func(b *testing.B, n int) float64 { return relayPublishRate(b, n, 100) }},
 			side{"raw", func(b *testing.B, n int) float64 { return rawPublishRate(b, n, 100) }})
 	})
+	b.Run("publish/goroutines=64,batch=1", func(b *testing.B) {
+		compare(b,
+			side{"relay", func(b *testing.B, n int) float64 { return relayConcurrentRate(b, n, 64) }},
+			side{"raw", func(b *testing.B, n int) float64 { return rawConcurrentRate(b, n, 64) }})
+	})
 	for _, window := range []int{64, 512} {
 		b.Run(fmt.Sprintf("consume-ack/window=%d", window), func(b *testing.B) {
 			compare(b,
@@ -356,4 +361,77 @@ func rawConsumeRate(b *testing.B, n, window int) float64 {
 		}
 	}
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// relayConcurrentRate publishes n single-message Publish calls from g
+// goroutines (a service publishing per request).
+func relayConcurrentRate(b *testing.B, n, g int) float64 {
+	topic := benchTopic(b)
+	pub := openPub(b)
+	body := make([]byte, benchPayload)
+	start := time.Now()
+	runConcurrent(b, n, g, func() error {
+		return pub.Publish(context.Background(), topic, &relay.Message{ID: relay.NewID(), Payload: body})
+	})
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// rawConcurrentRate does the same on one shared channel in confirm mode,
+// each goroutine waiting for its own deferred confirmation.
+func rawConcurrentRate(b *testing.B, n, g int) float64 {
+	topic := benchTopic(b)
+	ch := rawChannel(b)
+	if err := ch.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	returns := ch.NotifyReturn(make(chan amqp091.Return, 1))
+	body := make([]byte, benchPayload)
+	start := time.Now()
+	runConcurrent(b, n, g, func() error {
+		dc, err := ch.PublishWithDeferredConfirm(topic, "", true, false, amqp091.Publishing{
+			MessageId: relay.NewID(), DeliveryMode: amqp091.Persistent, Body: body,
+		})
+		if err != nil {
+			return err
+		}
+		if !dc.Wait() {
+			return fmt.Errorf("nack")
+		}
+		return nil
+	})
+	select {
+	case r := <-returns:
+		b.Fatalf("returned: %s", r.ReplyText)
+	default:
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func runConcurrent(b *testing.B, n, g int, publish func() error) {
+	work := make(chan struct{}, n)
+	for range n {
+		work <- struct{}{}
+	}
+	close(work)
+	errs := make(chan error, g)
+	done := make(chan struct{})
+	for range g {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range work {
+				if err := publish(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range g {
+		<-done
+	}
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
 }

@@ -117,8 +117,9 @@ type Config struct {
 	// when Confirm): a message no queue is bound for fails with
 	// ErrUnroutable instead of being dropped. Needs Confirm.
 	Mandatory bool
-	// PublishChannels is the size of the publisher's channel pool, i.e. how
-	// many Publish calls run at once (publish_channels=). Default 8.
+	// PublishChannels is the size of the publisher's channel pool
+	// (publish_channels=). Concurrent Publish calls share the channels
+	// round-robin, each pipelining its messages. Default 8.
 	PublishChannels int
 	// MaxBytes bounds payload plus ID, Key and metadata of a message
 	// (max_bytes=). Default 16 MiB; at most 128 MiB (RabbitMQ's own limit).

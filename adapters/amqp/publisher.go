@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -13,11 +14,6 @@ import (
 	"github.com/go-relay/relay/internal/backoff"
 	"github.com/go-relay/relay/internal/driver"
 )
-
-// confirmWindow bounds the unconfirmed messages of one channel. It also
-// sizes the channel's return buffer, so that the connection's reader never
-// waits for us (a return always precedes its message's confirm).
-const confirmWindow = 512
 
 // maxRefusals bounds retries of a batch after channel-level refusals
 // (exchange deleted under us and the like).
@@ -58,8 +54,11 @@ func NewPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 		sup:      sup,
 		names:    names{exchangePrefix: cfg.ExchangePrefix, queuePrefix: cfg.QueuePrefix},
 		caps:     capabilities(&cfg),
-		slots:    make(chan struct{}, cfg.PublishChannels),
+		slots:    make([]*pubSlot, cfg.PublishChannels),
 		declared: map[string]uint64{},
+	}
+	for i := range d.slots {
+		d.slots[i] = &pubSlot{}
 	}
 	return &Publisher{Publisher: driver.NewPublisher(d, 0), d: d}, nil
 }
@@ -88,20 +87,52 @@ type pubDriver struct {
 	names names
 	caps  relay.Capabilities
 
-	slots chan struct{} // one token per channel in use
+	next  atomic.Uint64 // round-robin over chans
+	slots []*pubSlot
 
 	mu       sync.Mutex
-	idle     []*pubChan
 	declared map[string]uint64 // exchange → connection generation it was declared on
 
 	bg sync.WaitGroup // background channel closes
 }
 
-type pubChan struct {
-	ch      *amqp091.Channel
-	gen     uint64
-	returns chan amqp091.Return // nil unless mandatory
-	closed  chan *amqp091.Error
+// pubSlot holds one channel of the pool, replaced when it closes or its
+// connection is gone.
+type pubSlot struct {
+	mu sync.Mutex
+	pc *pubChan
+}
+
+// channel returns a usable pooled channel, opening one if needed; it waits
+// for the connection within ctx. Channels are shared by concurrent calls.
+func (d *pubDriver) channel(ctx context.Context) (*pubChan, error) {
+	slot := d.slots[d.next.Add(1)%uint64(len(d.slots))]
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.pc != nil && slot.pc.usable(d.sup.current()) {
+		return slot.pc, nil
+	}
+	if slot.pc != nil {
+		d.discard(slot.pc)
+		slot.pc = nil
+	}
+	pc, err := openPubChan(ctx, d.sup, d.cfg.Confirm, d.cfg.Mandatory)
+	if err != nil {
+		return nil, err
+	}
+	slot.pc = pc
+	return pc, nil
+}
+
+// discard closes pc in the background; its dispatcher completes what is
+// still unconfirmed on it as lost.
+func (d *pubDriver) discard(pc *pubChan) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		_ = pc.ch.Close()
+		<-pc.done
+	}()
 }
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
@@ -120,79 +151,6 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 	return nil
 }
 
-// acquire takes a channel from the pool, opening one if needed; it waits
-// for a free slot and for the connection within ctx.
-func (d *pubDriver) acquire(ctx context.Context) (*pubChan, error) {
-	select {
-	case d.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	cur := d.sup.current()
-	d.mu.Lock()
-	for len(d.idle) > 0 {
-		pc := d.idle[len(d.idle)-1]
-		d.idle = d.idle[:len(d.idle)-1]
-		if pc.gen == cur && !pc.ch.IsClosed() {
-			d.mu.Unlock()
-			return pc, nil
-		}
-		d.discard(pc)
-	}
-	d.mu.Unlock()
-	pc, err := d.open(ctx)
-	if err != nil {
-		<-d.slots
-		return nil, err
-	}
-	return pc, nil
-}
-
-func (d *pubDriver) open(ctx context.Context) (*pubChan, error) {
-	return openPubChan(ctx, d.sup, d.cfg.Confirm, d.cfg.Mandatory)
-}
-
-// openPubChan opens a publishing channel on the current connection.
-func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) (*pubChan, error) {
-	ch, gen, err := sup.openChannel(ctx)
-	if err != nil {
-		return nil, err
-	}
-	pc := &pubChan{ch: ch, gen: gen, closed: ch.NotifyClose(make(chan *amqp091.Error, 1))}
-	if confirm {
-		if err := ch.Confirm(false); err != nil {
-			_ = ch.Close()
-			return nil, fmt.Errorf("amqp: enabling publisher confirms: %w", err)
-		}
-	}
-	if mandatory {
-		pc.returns = ch.NotifyReturn(make(chan amqp091.Return, confirmWindow))
-	}
-	return pc, nil
-}
-
-// release gives pc back to the pool, or closes it when it is in an unknown
-// state.
-func (d *pubDriver) release(pc *pubChan, reusable bool) {
-	d.mu.Lock()
-	if reusable && !pc.ch.IsClosed() {
-		d.idle = append(d.idle, pc)
-	} else {
-		d.discard(pc)
-	}
-	d.mu.Unlock()
-	<-d.slots
-}
-
-// discard closes pc in the background. Called with d.mu held.
-func (d *pubDriver) discard(pc *pubChan) {
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		_ = pc.ch.Close()
-	}()
-}
-
 func (d *pubDriver) ensureExchange(pc *pubChan, ex string) error {
 	d.mu.Lock()
 	g, ok := d.declared[ex]
@@ -200,7 +158,10 @@ func (d *pubDriver) ensureExchange(pc *pubChan, ex string) error {
 	if ok && g == pc.gen {
 		return nil
 	}
-	if err := declareExchange(pc.ch, ex, d.cfg.ExchangeKind); err != nil {
+	pc.wmu.Lock() // one RPC at a time on a shared channel
+	err := declareExchange(pc.ch, ex, d.cfg.ExchangeKind)
+	pc.wmu.Unlock()
+	if err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -223,7 +184,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	var failed []relay.MessageFailure
 	bo := backoff.Backoff{Initial: d.cfg.ReconnectMin, Max: d.cfg.ReconnectMax}
 	refusals := 0
-	var lastErr error
+	var lastErr, notConfirmed error
 	giveUp := func(err error) error {
 		for _, m := range pending {
 			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
@@ -236,7 +197,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 				return giveUp(fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr))
 			}
 		}
-		pc, err := d.acquire(ctx)
+		pc, err := d.channel(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
 				return giveUp(err)
@@ -245,7 +206,6 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			continue
 		}
 		if err := d.ensureExchange(pc, ex); err != nil {
-			d.release(pc, false)
 			if isPermanent(err) {
 				return giveUp(err)
 			}
@@ -254,20 +214,22 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		res := pc.send(ctx, ex, len(pending), func(i int) (string, amqp091.Publishing) {
 			return pending[i].Key, encode(pending[i])
-		}, d.cfg.Confirm, d.cfg.Mandatory)
-		d.release(pc, res.reusable)
+		})
 		var next []*relay.Message
 		for i, m := range pending {
 			switch res.status[i] {
 			case stOK:
 			case stUnroutable:
-				r := res.returned[m.ID]
+				r := res.returns[i]
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
 					MessageID: m.ID, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
 			case stNacked:
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
-			case stCtx:
-				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ctx.Err()})
+			case stPending:
+				if notConfirmed == nil {
+					notConfirmed = fmt.Errorf("amqp: not confirmed: %w", ctxErr(ctx))
+				}
+				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: notConfirmed})
 			default: // stLost: the channel or connection went away
 				next = append(next, m)
 			}
@@ -277,9 +239,6 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			break
 		}
 		lastErr = res.chanErr
-		if lastErr == nil {
-			lastErr = errors.New("amqp: channel closed before the broker confirmed")
-		}
 		if isNotFound(lastErr) {
 			d.forgetExchange(ex)
 		}
@@ -315,156 +274,24 @@ func (d *pubDriver) result(msgs []*relay.Message, failed []relay.MessageFailure)
 	return &relay.PublishError{Failed: failed}
 }
 
-type sendStatus uint8
-
-const (
-	stLost sendStatus = iota // not sent, or sent and not confirmed before the channel closed
-	stOK
-	stUnroutable
-	stNacked
-	stCtx
-)
-
-type sendResult struct {
-	status   []sendStatus
-	returned map[string]amqp091.Return
-	reusable bool
-	chanErr  error
-}
-
-// send publishes n messages pipelined, at most confirmWindow unconfirmed at
-// a time, and waits for their confirms; item(i) gives the routing key and
-// the publishing of message i. pc is owned by the caller, so every return
-// read from pc.returns belongs to these messages.
-func (pc *pubChan) send(ctx context.Context, ex string, n int, item func(int) (string, amqp091.Publishing), confirm, mandatory bool) sendResult {
-	res := sendResult{status: make([]sendStatus, n)}
-	dcs := make([]*amqp091.DeferredConfirmation, n)
-	ids := make([]string, n)
-	record := func(r amqp091.Return) {
-		if res.returned == nil {
-			res.returned = map[string]amqp091.Return{}
-		}
-		res.returned[r.MessageId] = r
+// ctxErr is ctx's error, or DeadlineExceeded for a ctx not yet marked done.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	returns := pc.returns
-	drain := func() {
-		for returns != nil {
-			select {
-			case r, ok := <-returns:
-				if !ok {
-					returns = nil
-					return
-				}
-				record(r)
-			default:
-				return
-			}
-		}
-	}
-	wait := func(dc *amqp091.DeferredConfirmation) bool {
-		for {
-			select {
-			case <-dc.Done():
-				return true
-			case r, ok := <-returns:
-				if !ok {
-					returns = nil
-					continue
-				}
-				record(r)
-			case <-ctx.Done():
-				return false
-			}
-		}
-	}
-	sent := 0
-	ctxDone := false
-	for i := range n {
-		if confirm && i >= confirmWindow {
-			if !wait(dcs[i-confirmWindow]) {
-				ctxDone = true
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			ctxDone = true
-			break
-		}
-		key, p := item(i)
-		ids[i] = p.MessageId
-		dc, err := pc.ch.PublishWithDeferredConfirm(ex, key, mandatory, false, p)
-		if err != nil {
-			res.chanErr = err
-			break
-		}
-		dcs[i] = dc
-		sent++
-	}
-	if confirm && !ctxDone {
-		for i := range sent {
-			if !wait(dcs[i]) {
-				ctxDone = true
-				break
-			}
-		}
-	}
-	drain()
-	closed := pc.ch.IsClosed()
-	if closed {
-		select {
-		case e := <-pc.closed:
-			if e != nil {
-				res.chanErr = e
-			}
-		default:
-		}
-	}
-	for i := range n {
-		switch {
-		case i >= sent:
-			if res.chanErr != nil {
-				res.status[i] = stLost
-			} else {
-				res.status[i] = stCtx
-			}
-		case !confirm:
-			res.status[i] = stOK
-		case !isDone(dcs[i]):
-			res.status[i] = stCtx
-		case dcs[i].Acked():
-			if _, ret := res.returned[ids[i]]; ret {
-				res.status[i] = stUnroutable
-			} else {
-				res.status[i] = stOK
-			}
-		case closed:
-			res.status[i] = stLost
-		default:
-			res.status[i] = stNacked
-		}
-	}
-	res.reusable = !ctxDone && res.chanErr == nil && !closed
-	return res
-}
-
-func isDone(dc *amqp091.DeferredConfirmation) bool {
-	select {
-	case <-dc.Done():
-		return true
-	default:
-		return false
-	}
+	return context.DeadlineExceeded
 }
 
 // Close implements driver.PublishDriver.
 func (d *pubDriver) Close() error {
-	d.mu.Lock()
-	for _, pc := range d.idle {
-		d.discard(pc)
+	err := d.sup.close(5 * time.Second) // closes every channel
+	for _, slot := range d.slots {
+		slot.mu.Lock()
+		if slot.pc != nil {
+			<-slot.pc.done
+		}
+		slot.mu.Unlock()
 	}
-	d.idle = nil
-	d.mu.Unlock()
-	err := d.sup.close(5 * time.Second)
 	d.bg.Wait()
 	return err
 }

@@ -489,11 +489,11 @@ func (r *receiver) republishCopies(ctx context.Context, items []repubItem) []boo
 	}
 	res := pc.send(ctx, "", len(idx), func(j int) (string, amqp091.Publishing) {
 		return dest[idx[j]], copies[idx[j]]
-	}, true, true)
+	})
 	for j, i := range idx {
 		done[i] = res.status[j] == stOK
 	}
-	if !res.reusable {
+	if res.chanErr != nil {
 		r.dropPub()
 	}
 	return done
@@ -530,7 +530,7 @@ func (r *receiver) copyOf(it repubItem) amqp091.Publishing {
 }
 
 func (r *receiver) pubChannel(ctx context.Context) (*pubChan, error) {
-	if r.pub != nil && !r.pub.ch.IsClosed() && r.pub.gen == r.d.sup.current() {
+	if r.pub != nil && r.pub.usable(r.d.sup.current()) {
 		return r.pub, nil
 	}
 	r.dropPub()
@@ -544,8 +544,14 @@ func (r *receiver) pubChannel(ctx context.Context) (*pubChan, error) {
 
 func (r *receiver) dropPub() {
 	if r.pub != nil {
-		r.d.closeChannel(r.pub.ch)
+		pc := r.pub
 		r.pub = nil
+		r.d.bg.Add(1)
+		go func() {
+			defer r.d.bg.Done()
+			_ = pc.ch.Close()
+			<-pc.done
+		}()
 	}
 }
 

@@ -1,0 +1,328 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+// A pubChan is a publishing channel shared by concurrent Publish calls.
+//
+// Publishers register each message under the delivery tag it will get
+// before writing it. One dispatcher goroutine per channel reads the
+// broker's confirms and returns and completes the registered messages. The
+// broker sends a message's basic.return before its basic.ack, and the
+// client library hands both to us from one goroutine in that order, so the
+// dispatcher, by draining pending returns before it handles each confirm,
+// always knows whether a confirmed message was returned (unroutable).
+
+// confirmWindow bounds the unconfirmed messages of one Publish call, so a
+// huge batch does not pile up in the broker's and the client's bookkeeping.
+const confirmWindow = 1024
+
+// notifyBuffer sizes the confirm and return channels; the dispatcher drains
+// them continuously, so this only absorbs bursts.
+const notifyBuffer = 512
+
+var errChannelGone = errors.New("amqp: channel closed before the broker confirmed")
+
+type pubChan struct {
+	ch        *amqp091.Channel
+	gen       uint64
+	confirm   bool
+	mandatory bool
+	closed    chan *amqp091.Error
+
+	wmu sync.Mutex // serializes tag assignment and writing
+
+	pmu     sync.Mutex
+	pending map[uint64]pendingMsg
+	dead    bool
+	reason  error
+
+	returned map[string][]amqp091.Return // dispatcher only
+	done     chan struct{}               // closed when the dispatcher exits
+}
+
+type pendingMsg struct {
+	id string
+	b  *pubBatch
+	i  int
+}
+
+// pubBatch collects the outcome of one send call.
+type pubBatch struct {
+	mu       sync.Mutex
+	status   []sendStatus
+	returns  map[int]amqp091.Return
+	finished int
+	progress chan struct{} // signalled on every completion
+}
+
+func (b *pubBatch) complete(i int, st sendStatus, r *amqp091.Return) {
+	b.mu.Lock()
+	b.status[i] = st
+	if r != nil {
+		if b.returns == nil {
+			b.returns = map[int]amqp091.Return{}
+		}
+		b.returns[i] = *r
+	}
+	b.finished++
+	b.mu.Unlock()
+	select {
+	case b.progress <- struct{}{}:
+	default:
+	}
+}
+
+func (b *pubBatch) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.finished
+}
+
+// openPubChan opens a publishing channel on the current connection.
+func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) (*pubChan, error) {
+	ch, gen, err := sup.openChannel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pc := &pubChan{
+		ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
+		closed:   ch.NotifyClose(make(chan *amqp091.Error, 1)),
+		pending:  map[uint64]pendingMsg{},
+		returned: map[string][]amqp091.Return{},
+		done:     make(chan struct{}),
+	}
+	if !confirm {
+		close(pc.done)
+		return pc, nil
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("amqp: enabling publisher confirms: %w", err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, notifyBuffer))
+	var returns chan amqp091.Return
+	if mandatory {
+		returns = ch.NotifyReturn(make(chan amqp091.Return, notifyBuffer))
+	}
+	go pc.dispatch(confirms, returns)
+	return pc, nil
+}
+
+func (pc *pubChan) usable(gen uint64) bool {
+	if pc.ch.IsClosed() || pc.gen != gen {
+		return false
+	}
+	pc.pmu.Lock()
+	defer pc.pmu.Unlock()
+	return !pc.dead
+}
+
+func (pc *pubChan) dispatch(confirms <-chan amqp091.Confirmation, returns <-chan amqp091.Return) {
+	defer close(pc.done)
+	drain := func() {
+		for returns != nil {
+			select {
+			case r, ok := <-returns:
+				if !ok {
+					returns = nil
+					return
+				}
+				pc.returned[r.MessageId] = append(pc.returned[r.MessageId], r)
+			default:
+				return
+			}
+		}
+	}
+	for {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			pc.returned[r.MessageId] = append(pc.returned[r.MessageId], r)
+		case c, ok := <-confirms:
+			if !ok {
+				pc.fail()
+				return
+			}
+			drain()
+			pc.settle(c)
+		}
+	}
+}
+
+func (pc *pubChan) settle(c amqp091.Confirmation) {
+	pc.pmu.Lock()
+	e, ok := pc.pending[c.DeliveryTag]
+	delete(pc.pending, c.DeliveryTag)
+	pc.pmu.Unlock()
+	rs := pc.returned[e.id]
+	if !ok {
+		return
+	}
+	switch {
+	case !c.Ack:
+		e.b.complete(e.i, stNacked, nil)
+	case len(rs) > 0:
+		r := rs[0]
+		if len(rs) == 1 {
+			delete(pc.returned, e.id)
+		} else {
+			pc.returned[e.id] = rs[1:]
+		}
+		e.b.complete(e.i, stUnroutable, &r)
+	default:
+		e.b.complete(e.i, stOK, nil)
+	}
+}
+
+// fail completes every unconfirmed message as lost: the channel is gone.
+func (pc *pubChan) fail() {
+	var reason error = errChannelGone
+	select {
+	case e, ok := <-pc.closed:
+		if ok && e != nil {
+			reason = e
+		}
+	default:
+	}
+	pc.pmu.Lock()
+	pc.dead = true
+	pc.reason = reason
+	pending := pc.pending
+	pc.pending = map[uint64]pendingMsg{}
+	pc.pmu.Unlock()
+	for _, e := range pending {
+		e.b.complete(e.i, stLost, nil)
+	}
+	pc.returned = nil
+}
+
+func (pc *pubChan) deathReason() error {
+	pc.pmu.Lock()
+	defer pc.pmu.Unlock()
+	return pc.reason
+}
+
+type sendStatus uint8
+
+const (
+	stPending    sendStatus = iota // not completed: ctx ended first
+	stLost                         // not sent, or sent and not confirmed before the channel closed
+	stOK
+	stUnroutable
+	stNacked
+)
+
+type sendResult struct {
+	status  []sendStatus
+	returns map[int]amqp091.Return
+	chanErr error // why messages were lost, when they were
+}
+
+// send publishes n messages in order, pipelined (at most confirmWindow of
+// them unconfirmed), and waits for their confirms within ctx; item(i)
+// gives the routing key and the publishing of message i. Other sends may
+// use pc at the same time.
+func (pc *pubChan) send(ctx context.Context, ex string, n int, item func(int) (string, amqp091.Publishing)) sendResult {
+	b := &pubBatch{status: make([]sendStatus, n), progress: make(chan struct{}, 1)}
+	sent := 0
+	var chanErr error
+	ctxDone := false
+publish:
+	for sent < n {
+		if pc.confirm {
+			for sent-b.count() >= confirmWindow {
+				select {
+				case <-b.progress:
+				case <-ctx.Done():
+					ctxDone = true
+					break publish
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			ctxDone = true
+			break
+		}
+		pc.wmu.Lock()
+		for k := 0; k < confirmWindow && sent < n; k++ {
+			key, p := item(sent)
+			var tag uint64
+			if pc.confirm {
+				pc.pmu.Lock()
+				if pc.dead {
+					chanErr = pc.reason
+					pc.pmu.Unlock()
+					break
+				}
+				tag = pc.ch.GetNextPublishSeqNo()
+				pc.pending[tag] = pendingMsg{id: p.MessageId, b: b, i: sent}
+				pc.pmu.Unlock()
+			}
+			if err := pc.ch.Publish(ex, key, pc.mandatory, false, p); err != nil {
+				if pc.confirm {
+					pc.pmu.Lock()
+					delete(pc.pending, tag)
+					pc.pmu.Unlock()
+				}
+				chanErr = err
+				break
+			}
+			if !pc.confirm {
+				b.status[sent] = stOK
+			}
+			sent++
+			if pc.confirm && sent-b.count() >= confirmWindow {
+				break
+			}
+		}
+		pc.wmu.Unlock()
+		if chanErr != nil {
+			break
+		}
+	}
+	if pc.confirm && !ctxDone {
+		for b.count() < sent {
+			select {
+			case <-b.progress:
+			case <-ctx.Done():
+				ctxDone = true
+			}
+			if ctxDone {
+				break
+			}
+		}
+	}
+	b.mu.Lock()
+	res := sendResult{status: append([]sendStatus(nil), b.status...), returns: b.returns}
+	b.mu.Unlock()
+	for i := sent; i < n; i++ {
+		if chanErr != nil {
+			res.status[i] = stLost
+		} else {
+			res.status[i] = stPending
+		}
+	}
+	for _, st := range res.status {
+		if st == stLost {
+			if chanErr == nil {
+				chanErr = pc.deathReason()
+			}
+			if chanErr == nil {
+				chanErr = errChannelGone
+			}
+			break
+		}
+	}
+	res.chanErr = chanErr
+	return res
+}
