@@ -215,8 +215,8 @@ func (pc *pubChan) deathReason() error {
 type sendStatus uint8
 
 const (
-	stPending    sendStatus = iota // not completed: ctx ended first
-	stLost                         // not sent, or sent and not confirmed before the channel closed
+	stPending sendStatus = iota // not completed: ctx ended first
+	stLost                      // not sent, or sent and not confirmed before the channel closed
 	stOK
 	stUnroutable
 	stNacked
