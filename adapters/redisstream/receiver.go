@@ -154,7 +154,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 // readLoop reads while the window has room, until ctx is done.
 func (r *receiver) readLoop(ctx context.Context) {
 	defer close(r.readerDone)
-	var bo backoff.Backoff
+	bo := backoff.Backoff{Max: time.Second} // a local reconnect is cheap; go-redis retries dials too
 	failing := false
 	for {
 		r.bmu.Lock()
@@ -173,10 +173,17 @@ func (r *receiver) readLoop(ctx context.Context) {
 			return // entries read as ctx ended stay pending; Close hands them back
 		}
 		r.bmu.Lock()
-		if err != nil {
+		switch {
+		case err != nil && !failing:
+			// Only the first error of a streak goes to the shared layer
+			// (which logs it and reports it through Health); retrying is
+			// done here, so that two backoffs do not add up.
 			r.readErr, r.healed, failing = err, false, true
-		} else if failing {
-			r.healed, failing = true, false
+		case err != nil:
+			r.log.Debug("relay: redis read still failing", "err", err, "attempt", bo.Attempts()+1)
+		case failing:
+			r.readErr, r.healed, failing = nil, true, false
+			r.log.Info("relay: redis reads work again")
 		}
 		if len(got) > 0 {
 			r.outstanding += len(got)
