@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,5 +410,44 @@ func TestTopologyDeletedUnderUs(t *testing.T) {
 	err := pub.Publish(ctx, topic, relay.NewMessage([]byte("after exchange delete")))
 	if !errors.Is(err, amqp.ErrUnroutable) {
 		t.Errorf("Publish after the exchange was deleted = %v, want ErrUnroutable (re-declared, unbound)", err)
+	}
+}
+
+// Concurrent Publish calls sharing one channel each get their own outcome:
+// returns are matched to their messages, never to a neighbour's.
+func TestUnroutableConcurrentSharedChannel(t *testing.T) {
+	c := newCleaner(t)
+	routed, unrouted := unique("routed"), unique("unrouted")
+	c.topic(unrouted)
+	sub := openSub(t, c, unique("g"))
+	provision(t, sub, routed)
+	pub := openPub(t, "publish_channels", "1")
+	const goroutines, each = 16, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*each)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				topic, wantUnroutable := routed, false
+				if (g+i)%3 == 0 {
+					topic, wantUnroutable = unrouted, true
+				}
+				batch := []*relay.Message{relay.NewMessage([]byte("x")), relay.NewMessage([]byte("y"))}
+				err := pub.Publish(context.Background(), topic, batch...)
+				switch {
+				case wantUnroutable && !errors.Is(err, amqp.ErrUnroutable):
+					errs <- fmt.Errorf("publish to %s = %v, want ErrUnroutable", topic, err)
+				case !wantUnroutable && err != nil:
+					errs <- fmt.Errorf("publish to %s = %v, want nil", topic, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
