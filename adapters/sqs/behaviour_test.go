@@ -257,42 +257,54 @@ func TestSNSFanOutToGroups(t *testing.T) {
 	}
 }
 
-// On a FIFO queue messages of one Key arrive in publish order, even when
-// one Publish call is sent as several concurrent batches.
+// On a FIFO queue (and through a FIFO SNS topic to its FIFO group queues)
+// messages of one Key arrive in publish order, even when one Publish call
+// is sent as several concurrent batches.
 func TestFIFOOrderPerKey(t *testing.T) {
-	topic := name("order") + ".fifo"
-	url := baseURL(t, "sqs", "fifo=true")
-	pub := openPub(t, url)
-	sub := openSub(t, url)
-	if got := pub.(relay.CapabilityReporter).Capabilities().Ordering; got != relay.OrderPerKey {
-		t.Errorf("fifo=true declares ordering %q", got)
-	}
-	provision(t, sub, topic)
-	const n, keys = 120, 4
-	msgs := make([]*relay.Message, n)
-	for i := range msgs {
-		msgs[i] = &relay.Message{ID: relay.NewID(), Key: fmt.Sprint("key-", i%keys), Payload: []byte(fmt.Sprint(i))}
-	}
-	for i := 0; i < n; i += 40 {
-		publish(t, pub, topic, msgs[i:i+40]...)
-	}
-	pos := map[string]int{}
-	for i, m := range msgs {
-		pos[m.ID] = i
-	}
-	ch := subscribe(t, sub, topic)
-	last := map[string]int{}
-	for range n {
-		m := next(t, ch, "FIFO message")
-		p := pos[m.ID]
-		if prev, ok := last[m.Key]; ok && p < prev {
-			t.Errorf("key %s: message #%d after #%d", m.Key, p, prev)
-		}
-		last[m.Key] = p
-		_ = m.Ack()
-	}
-	if err := pub.Publish(context.Background(), "not-fifo", relay.NewMessage([]byte("x"))); !errors.Is(err, relay.ErrInvalidTopic) {
-		t.Errorf("fifo=true with a standard queue name: %v, want ErrInvalidTopic", err)
+	for _, scheme := range []string{relaysqs.SchemeSQS, relaysqs.SchemeSNS} {
+		t.Run(scheme, func(t *testing.T) {
+			topic := name("order") + ".fifo"
+			url := baseURL(t, scheme, "fifo=true")
+			subURL := url
+			if scheme == relaysqs.SchemeSNS {
+				subURL += "&group=g"
+			}
+			pub := openPub(t, url)
+			sub := openSub(t, subURL)
+			if got := pub.(relay.CapabilityReporter).Capabilities().Ordering; got != relay.OrderPerKey {
+				t.Errorf("fifo=true declares ordering %q", got)
+			}
+			provision(t, sub, topic)
+			const n, keys = 60, 4
+			msgs := make([]*relay.Message, n)
+			for i := range msgs {
+				msgs[i] = &relay.Message{ID: relay.NewID(), Key: fmt.Sprint("key-", i%keys), Payload: []byte(fmt.Sprint(i))}
+			}
+			for i := 0; i < n; i += 30 {
+				publish(t, pub, topic, msgs[i:i+30]...)
+			}
+			pos := map[string]int{}
+			for i, m := range msgs {
+				pos[m.ID] = i
+			}
+			ch := subscribe(t, sub, topic)
+			last := map[string]int{}
+			for range n {
+				m := next(t, ch, "FIFO message")
+				p, ok := pos[m.ID]
+				if !ok {
+					t.Fatalf("unexpected message %s", m.ID)
+				}
+				if prev, ok := last[m.Key]; ok && p < prev {
+					t.Errorf("key %s: message #%d after #%d", m.Key, p, prev)
+				}
+				last[m.Key] = p
+				_ = m.Ack()
+			}
+			if err := pub.Publish(context.Background(), "not-fifo", relay.NewMessage([]byte("x"))); !errors.Is(err, relay.ErrInvalidTopic) {
+				t.Errorf("fifo=true with a standard name: %v, want ErrInvalidTopic", err)
+			}
+		})
 	}
 }
 
