@@ -147,6 +147,7 @@ type handle struct {
 	received time.Time
 	done     atomic.Bool // settled or released: its credit went back
 	dead     atomic.Bool // its receipt no longer works: not extended again
+	acked    atomic.Bool // queued for deletion (once, even if Settle is retried)
 }
 
 // receiver is one subscription: Pollers goroutines long-poll the queue
@@ -374,10 +375,11 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	for _, s := range batch {
 		h := s.Handle.(*handle)
 		all = append(all, h)
-		if s.Ack {
-			dels = append(dels, h)
-		} else {
+		switch {
+		case !s.Ack:
 			vis = append(vis, visChange{h, r.nackSeconds(h, s.Delay)})
+		case h.acked.CompareAndSwap(false, true):
+			dels = append(dels, h)
 		}
 	}
 	r.finish(all)
