@@ -10,12 +10,13 @@ import (
 
 // Defaults of the configuration fields.
 const (
-	DefaultMaxBytes   = 64 << 20
-	DefaultInFlight   = 64
-	DefaultBlock      = time.Second
-	DefaultClaimIdle  = 30 * time.Second
-	DefaultClaimEvery = 2 * time.Second
-	DefaultStart      = StartOldest
+	DefaultMaxBytes    = 64 << 20
+	DefaultInFlight    = 64
+	DefaultBlock       = time.Second
+	DefaultClaimIdle   = 30 * time.Second
+	DefaultClaimEvery  = 2 * time.Second
+	DefaultConsumerTTL = 24 * time.Hour
+	DefaultStart       = StartOldest
 )
 
 // Start positions of a new consumer group.
@@ -109,6 +110,12 @@ type SubscriberConfig struct {
 	// over, including those handed back by other consumers (claim_every=).
 	// Default 2s.
 	ClaimEvery time.Duration
+	// ConsumerTTL removes consumers of the group that have no pending
+	// entries and have not read for this long (consumer_ttl=), such as
+	// those of crashed processes, whose entries were taken over. Checked
+	// atomically (a Lua script), so a consumer that holds entries is never
+	// removed. Default 24h; negative (consumer_ttl=0 in URLs) disables it.
+	ConsumerTTL time.Duration
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -131,6 +138,9 @@ func (c *SubscriberConfig) defaults() {
 	}
 	if c.ClaimEvery == 0 {
 		c.ClaimEvery = DefaultClaimEvery
+	}
+	if c.ConsumerTTL == 0 {
+		c.ConsumerTTL = DefaultConsumerTTL
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -62,6 +62,7 @@ type receiver struct {
 	ownCursor   string // last ID of the own-PEL read
 	claimCursor string // XAUTOCLAIM cursor; scanDone between passes
 	nextClaim   time.Time
+	nextCleanup time.Time
 	claimNow    atomic.Bool // a Nack handed entries back: claim at once
 
 	smu sync.Mutex
@@ -292,11 +293,50 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 	r.claimCursor = next
 	if next == scanDone {
 		r.nextClaim = time.Now().Add(r.cfg.ClaimEvery)
+		r.cleanupConsumers(ctx)
 	}
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	return r.withAttempts(ctx, msgs)
+}
+
+// dropIdleConsumers deletes, in one atomic step, the consumers of group
+// KEYS[1]/ARGV[1] that hold no pending entry and have been idle for at
+// least ARGV[2] ms, except ARGV[3] (the caller) and the hand-back
+// consumer. It returns their names.
+var dropIdleConsumers = redis.NewScript(`
+local dropped = {}
+for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local f = {}
+  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
+  if f['pending'] == 0 and f['idle'] >= tonumber(ARGV[2]) and f['name'] ~= ARGV[3] and f['name'] ~= ARGV[4] then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
+    table.insert(dropped, f['name'])
+  end
+end
+return dropped
+`)
+
+// cleanupConsumers removes consumers idle for ConsumerTTL without pending
+// entries (left by crashed processes), at most every ConsumerTTL/2 and
+// every 10 minutes.
+func (r *receiver) cleanupConsumers(ctx context.Context) {
+	ttl := r.cfg.ConsumerTTL
+	if ttl <= 0 || time.Now().Before(r.nextCleanup) {
+		return
+	}
+	r.nextCleanup = time.Now().Add(min(ttl/2, 10*time.Minute))
+	dropped, err := dropIdleConsumers.Run(ctx, r.c, []string{r.key}, r.group, ttl.Milliseconds(), r.consumer, HandbackConsumer).StringSlice()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Debug("relay: removing idle redis consumers", "err", err)
+		}
+		return
+	}
+	if len(dropped) > 0 {
+		r.log.Info("relay: removed idle redis consumers without pending entries", "consumers", dropped, "idle_for", ttl)
+	}
 }
 
 // withAttempts turns claimed or re-read entries into deliveries, with the

@@ -528,3 +528,44 @@ func TestCallerClientStaysOpen(t *testing.T) {
 		t.Errorf("caller's client unusable after Close: %v", err)
 	}
 }
+
+// Consumers left by crashed processes (no pending entries, idle longer than
+// consumer_ttl) are removed; one that still holds an entry is kept.
+func TestIdleConsumersAreRemoved(t *testing.T) {
+	ctx := context.Background()
+	topic, group := unique("stale"), unique("g")
+	raw := rawClient(t)
+	pub := openPub(t)
+	sub := openSub(t, group, "consumer_ttl", "300ms", "claim_idle", "1h", "claim_every", "100ms")
+	provision(t, sub, topic)
+	publish(t, pub, topic, relay.NewMessage([]byte("held by busy")))
+	if err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "busy", Streams: []string{topic, ">"}, Count: 1, Block: -1}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := raw.XGroupCreateConsumer(ctx, topic, group, "crashed").Result(); err != nil || n != 1 {
+		t.Fatalf("XGROUP CREATECONSUMER: %d, %v", n, err)
+	}
+	time.Sleep(400 * time.Millisecond) // both idle longer than consumer_ttl
+	subscribe(t, sub, topic)
+	var names []string
+	for i := 0; i < 300; i++ {
+		cs, err := raw.XInfoConsumers(ctx, topic, group).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = names[:0]
+		for _, c := range cs {
+			names = append(names, c.Name)
+		}
+		if !slices.Contains(names, "crashed") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if slices.Contains(names, "crashed") {
+		t.Errorf("idle consumer without pending entries not removed: %q", names)
+	}
+	if !slices.Contains(names, "busy") {
+		t.Errorf("consumer holding an entry was removed: %q", names)
+	}
+}

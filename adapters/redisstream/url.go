@@ -73,6 +73,9 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 		ClaimIdle:  p.Duration("claim_idle", DefaultClaimIdle),
 		ClaimEvery: p.Duration("claim_every", DefaultClaimEvery),
 	}
+	if cfg.ConsumerTTL = p.Duration("consumer_ttl", DefaultConsumerTTL); cfg.ConsumerTTL == 0 {
+		cfg.ConsumerTTL = -1 // consumer_ttl=0: never remove idle consumers
+	}
 	if cfg.Group == "" {
 		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
