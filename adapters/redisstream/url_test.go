@@ -55,7 +55,7 @@ func TestURLConnectsAndRedacts(t *testing.T) {
 		t.Errorf("password in error: %v", err)
 	}
 	u := withParams(t, redisURL(t), "group", "g", "consumer", "c", "prefix", "p:", "start", "$", "inflight", "8",
-		"block", "500ms", "claim_idle", "10s", "claim_every", "1s", "dial_timeout", "2s", "read_timeout", "2s",
+		"block", "500ms", "claim_idle", "10s", "claim_every", "1s", "consumer_ttl", "1h", "dial_timeout", "2s", "read_timeout", "2s",
 		"write_timeout", "2s", "pool_size", "4", "client_name", "relay-test")
 	s, err := relay.OpenSubscriber(context.Background(), u)
 	if err != nil {
