@@ -250,6 +250,29 @@ func isUnsupported(err error) bool {
 	return false
 }
 
+// isTransient: the call failed in transit or by a passing fault of the
+// service (network, throttling, 5xx); the same call may succeed later.
+// Errors of the request itself, and ctx's, are not transient.
+func isTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "Throttling", "ThrottlingException", "RequestThrottled", "ServiceUnavailable", "InternalError", "InternalFailure", "KmsThrottled":
+			return true
+		}
+		return ae.ErrorFault() == smithy.FaultServer
+	}
+	var send *smithyhttp.RequestSendError
+	if errors.As(err, &send) {
+		return true
+	}
+	var re *smithyhttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() >= 500
+}
+
 // isInvalidHandle: the receipt handle no longer refers to a message we
 // hold (deleted, or its visibility expired and it was received again).
 func isInvalidHandle(err error) bool {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -438,8 +440,9 @@ func TestPublishCallsPerMessage(t *testing.T) {
 	}
 }
 
-// failFirstBatch fails, as a whole, the first SendMessageBatch call that
-// carries the message ID marker.
+// failFirstBatch fails, as a whole and for good (a client error, not a
+// transient one), the first SendMessageBatch call that carries the
+// message ID marker.
 type failFirstBatch struct {
 	next   http.RoundTripper
 	marker string
@@ -454,9 +457,9 @@ func (f *failFirstBatch) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		if bytes.Contains(body, []byte(f.marker)) && f.done.CompareAndSwap(false, true) {
-			return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+			return &http.Response{StatusCode: http.StatusBadRequest, Status: "400 Bad Request",
 				Header:  http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-				Body:    io.NopCloser(strings.NewReader(`{"__type":"InternalError","message":"injected"}`)),
+				Body:    io.NopCloser(strings.NewReader(`{"__type":"AccessDenied","message":"injected"}`)),
 				Request: req}, nil
 		}
 	}
@@ -594,5 +597,67 @@ func TestExistingTopicsOnly(t *testing.T) {
 		if err := pub.Publish(context.Background(), name("missing"), relay.NewMessage([]byte("x"))); err == nil {
 			t.Errorf("%s: publishing to a missing topic succeeded", relay.Redact(u))
 		}
+	}
+}
+
+// While the service is unreachable, Publish waits (bounded by its ctx)
+// and succeeds once the service is back.
+func TestPublishWaitsForTheService(t *testing.T) {
+	s := service(t)
+	if s.Endpoint == "" {
+		t.Skip("SKIP: needs an endpoint URL to put a proxy in front of")
+	}
+	target, err := url.Parse(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reserve a port, then leave it closed: connections are refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	cfg := benchConfig(t)
+	cfg.Endpoint = "http://" + addr
+	pub, err := relaysqs.NewSQSPublisher(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	topic := name("wait")
+	m := relay.NewMessage([]byte("sent while the service was away"))
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		done <- pub.Publish(ctx, topic, m)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Publish returned before the service was reachable: %v", err)
+	case <-time.After(time.Second):
+	}
+	// The service comes back: a proxy to goaws on the reserved port.
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s again: %v", addr, err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	rp.Transport = tr
+	proxy := &http.Server{Handler: rp}
+	go func() { _ = proxy.Serve(ln) }()
+	defer proxy.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Publish after the service came back: %v", err)
+	}
+	sub := openSub(t, baseURL(t, "sqs"))
+	if got := next(t, subscribe(t, sub, topic), "message published while the service was away"); got.ID != m.ID {
+		t.Errorf("got %s, want %s", got.ID, m.ID)
+	} else {
+		_ = got.Ack()
 	}
 }

@@ -220,14 +220,17 @@ func pack(items []*outgoing, maxBytes int, fifo bool) []*chunk {
 }
 
 // sendChunk sends one chunk's items, setting err on the items that
-// failed. Entries that failed through no fault of the request are sent
-// again (twice at most; never on FIFO, where that would reorder); a
-// missing queue or topic is looked up (or created) again once.
+// failed. A call that fails in transit (network, throttling, a service
+// fault) is sent again with backoff until ctx ends: publishing waits for
+// the service instead of failing at once. Entries that failed through no
+// fault of the request are sent again (twice at most; never on FIFO,
+// where that would reorder); a missing queue or topic is looked up (or
+// created) again once.
 func (d *pubDriver) sendChunk(ctx context.Context, topic string, items []*outgoing) {
 	todo := items
-	var bo backoff.Backoff
+	var entryBackoff, callBackoff backoff.Backoff
 	recreated := false
-	for try := 0; ; try++ {
+	for entryTries := 0; ; {
 		err := d.sendOnce(ctx, topic, todo)
 		d.noteCall(err)
 		if err != nil {
@@ -237,11 +240,19 @@ func (d *pubDriver) sendChunk(ctx context.Context, topic string, items []*outgoi
 				d.forget(topic)
 				continue
 			}
+			if isTransient(err) && ctx.Err() == nil {
+				d.log.Debug("relay/sqs: send failed; retrying", "topic", topic, "err", err, "attempt", callBackoff.Attempts()+1)
+				if callBackoff.Sleep(ctx) {
+					continue
+				}
+				err = fmt.Errorf("%w; gave up: %w", err, ctx.Err())
+			}
 			for _, it := range todo {
 				it.err = fmt.Errorf("relay/sqs: sending to %s %q: %w", d.noun(), topic, err)
 			}
 			return
 		}
+		callBackoff.Reset()
 		if isFIFO(topic) {
 			return // resending some entries of a FIFO batch would reorder their group
 		}
@@ -252,7 +263,8 @@ func (d *pubDriver) sendChunk(ctx context.Context, topic string, items []*outgoi
 				retry = append(retry, it)
 			}
 		}
-		if len(retry) == 0 || try == 2 || !bo.Sleep(ctx) {
+		entryTries++
+		if len(retry) == 0 || entryTries > 2 || !entryBackoff.Sleep(ctx) {
 			return
 		}
 		for _, it := range retry {
