@@ -121,22 +121,23 @@ func signal(c chan struct{}) {
 }
 
 // Receive returns up to max entries that the reader has read ahead,
-// waiting until there are some or ctx is done. After a read error it
-// returns the error once, and (nil, nil) once reading works again.
+// waiting until there are some or ctx is done. When reading starts to
+// fail it returns the error once (after the entries already read), and
+// (nil, nil) once reading works again.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
 		r.bmu.Lock()
-		if err := r.readErr; err != nil {
-			r.readErr = nil
-			r.bmu.Unlock()
-			return nil, err
-		}
 		if n := min(max, len(r.buf)); n > 0 {
 			out := make([]driver.Received, n)
 			copy(out, r.buf)
 			r.buf = append(r.buf[:0], r.buf[n:]...)
 			r.bmu.Unlock()
 			return out, nil
+		}
+		if err := r.readErr; err != nil {
+			r.readErr = nil
+			r.bmu.Unlock()
+			return nil, err
 		}
 		if r.healed {
 			r.healed = false
