@@ -110,10 +110,10 @@ func TestOwnPendingEntriesAreResumedAtOnce(t *testing.T) {
 }
 
 // TestCrashHelper is the body of the subscriber process that
-// TestKilledSubscriberProcess kills. It is a no-op in a normal run.
+// TestKilledSubscriberProcess kills. It does nothing in a normal run.
 func TestCrashHelper(t *testing.T) {
 	if os.Getenv("RELAY_REDIS_CRASH_HELPER") != "1" {
-		t.Skip("helper process only")
+		return
 	}
 	url, topic := os.Getenv("RELAY_REDIS_CRASH_URL"), os.Getenv("RELAY_REDIS_CRASH_TOPIC")
 	sub, err := relay.OpenSubscriber(context.Background(), url)
