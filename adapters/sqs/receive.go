@@ -24,6 +24,10 @@ import (
 // visibilityMargin is kept free below SQS's 12-hour visibility cap.
 const visibilityMargin = 30 * time.Second
 
+// minEmptyPoll is the shortest cycle of a poller whose ReceiveMessage
+// came back empty.
+const minEmptyPoll = 50 * time.Millisecond
+
 // maxTrackedAttempts bounds the in-process receive counts a subscription
 // keeps (see receiver.countAttempt).
 const maxTrackedAttempts = 10000
@@ -233,6 +237,7 @@ func (r *receiver) poll() {
 		r.mu.Lock()
 		url := r.queueURL
 		r.mu.Unlock()
+		callStart := time.Now()
 		out, err := r.d.c.sqs.ReceiveMessage(r.pollCtx, &sqs.ReceiveMessageInput{
 			QueueUrl:              aws.String(url),
 			MaxNumberOfMessages:   int32(r.want),
@@ -262,6 +267,20 @@ func (r *receiver) poll() {
 		r.setErr(nil)
 		bo.Reset()
 		r.giveBack(r.want - len(out.Messages))
+		if len(out.Messages) == 0 {
+			// Short polling (wait=0), or a service answering at once: do not
+			// spin on an empty queue.
+			if idle := minEmptyPoll - time.Since(callStart); idle > 0 {
+				t := time.NewTimer(idle)
+				select {
+				case <-t.C:
+				case <-r.pollCtx.Done():
+					t.Stop()
+					return
+				}
+			}
+			continue
+		}
 		now := time.Now()
 		for _, sm := range out.Messages {
 			rc := r.toReceived(url, sm, now)
