@@ -58,14 +58,22 @@ func rawProducer(b *testing.B, c *cluster, linger time.Duration) *kgo.Client {
 	return cl
 }
 
-func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) float64 {
+// result is one measured run: messages per second of wall-clock time and
+// process CPU time per message, both over the timed part only.
+type result struct{ rate, cpu float64 }
+
+func measured(n int, wall time.Duration, cpu time.Duration) result {
+	return result{float64(n) / wall.Seconds(), float64(cpu) / float64(time.Microsecond) / float64(n)}
+}
+
+func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
 	pub := openPub(b, c.url("linger", linger.String()))
 	defer pub.Close()
 	msgs := benchMessages(batch)
 	ctx := context.Background()
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	for done := 0; done < n; done += batch {
 		k := min(batch, n-done)
 		for _, m := range msgs[:k] {
@@ -75,10 +83,10 @@ func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Durati
 			b.Fatal(err)
 		}
 	}
-	return float64(n) / time.Since(start).Seconds()
+	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
-func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) float64 {
+func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
 	cl := rawProducer(b, c, linger)
@@ -96,7 +104,7 @@ func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration
 		}
 		wg.Done()
 	}
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	for done := 0; done < n; done += batch {
 		k := min(batch, n-done)
 		wg.Add(k)
@@ -109,7 +117,7 @@ func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration
 			b.Fatal(firstErr)
 		}
 	}
-	return float64(n) / time.Since(start).Seconds()
+	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
 // fill produces n messages into a new topic of benchPartitions partitions.
@@ -135,9 +143,11 @@ func fill(b *testing.B, c *cluster, n int) string {
 }
 
 // relayConsumeRate drains a pre-filled topic, acking every message; the
-// clock runs from the first message to the end of Close (final commit).
-func relayConsumeRate(b *testing.B, c *cluster, n, window int) float64 {
+// clock runs from the first message to the end of Close (final commit),
+// the CPU count from opening the subscriber.
+func relayConsumeRate(b *testing.B, c *cluster, n, window int) result {
 	topic := fill(b, c, n)
+	cpu := cpuTime()
 	sub := openSub(b, c.subURL(unique("g"), "inflight", fmt.Sprint(window)))
 	ch, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
@@ -156,13 +166,14 @@ func relayConsumeRate(b *testing.B, c *cluster, n, window int) float64 {
 	if err := sub.Close(); err != nil {
 		b.Fatal(err)
 	}
-	return float64(n) / time.Since(start).Seconds()
+	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
 // rawConsumeRate does the same with kgo: poll up to window records,
 // process them, commit them synchronously, repeat; then leave the group.
-func rawConsumeRate(b *testing.B, c *cluster, n, window int) float64 {
+func rawConsumeRate(b *testing.B, c *cluster, n, window int) result {
 	topic := fill(b, c, n)
+	cpu := cpuTime()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumerGroup(unique("g")), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(200*time.Millisecond), kgo.HeartbeatInterval(100*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
@@ -187,7 +198,7 @@ func rawConsumeRate(b *testing.B, c *cluster, n, window int) float64 {
 		cl.AllowRebalance()
 	}
 	cl.Close()
-	return float64(n) / time.Since(start).Seconds()
+	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
 func BenchmarkPublish(b *testing.B) {
@@ -195,11 +206,11 @@ func BenchmarkPublish(b *testing.B) {
 	for _, batch := range []int{1, 100} {
 		b.Run(fmt.Sprintf("relay/batch=%d", batch), func(b *testing.B) {
 			b.SetBytes(benchPayload)
-			b.ReportMetric(relayPublishRate(b, c, b.N, batch, 0), "msg/s")
+			b.ReportMetric(relayPublishRate(b, c, b.N, batch, 0).rate, "msg/s")
 		})
 		b.Run(fmt.Sprintf("raw/batch=%d", batch), func(b *testing.B) {
 			b.SetBytes(benchPayload)
-			b.ReportMetric(rawPublishRate(b, c, b.N, batch, 0), "msg/s")
+			b.ReportMetric(rawPublishRate(b, c, b.N, batch, 0).rate, "msg/s")
 		})
 	}
 }
@@ -208,54 +219,65 @@ func BenchmarkConsumeAck(b *testing.B) {
 	c := benchCluster(b)
 	for _, window := range []int{64, 256} {
 		b.Run(fmt.Sprintf("relay/window=%d", window), func(b *testing.B) {
-			b.ReportMetric(relayConsumeRate(b, c, b.N, window), "msg/s")
+			b.ReportMetric(relayConsumeRate(b, c, b.N, window).rate, "msg/s")
 		})
 		b.Run(fmt.Sprintf("raw/window=%d", window), func(b *testing.B) {
-			b.ReportMetric(rawConsumeRate(b, c, b.N, window), "msg/s")
+			b.ReportMetric(rawConsumeRate(b, c, b.N, window).rate, "msg/s")
 		})
 	}
 }
 
-// BenchmarkRatio runs relay and raw kgo alternately, five rounds of b.N
+// BenchmarkRatio runs relay and raw kgo alternately, seven rounds of b.N
 // messages each (the order flips every round), and reports the median rate
-// of each and their ratio, so that a busy machine affects both alike. Run
-// it with a fixed count, e.g. -benchtime 20000x.
+// of each and their ratio, so that a busy machine affects both alike. It
+// also reports the process CPU time per message of each side over the
+// timed part (the in-process kfake broker included, which does the same
+// work for both), a measure of the abstraction's cost that wall-clock
+// noise moves much less. Run it with a fixed count, e.g. -benchtime 20000x.
 func BenchmarkRatio(b *testing.B) {
 	c := benchCluster(b)
-	const rounds = 5
-	compare := func(b *testing.B, relaySide, rawSide func(n int) float64) {
-		var rel, raw []float64
+	const rounds = 7
+	compare := func(b *testing.B, relaySide, rawSide func(n int) result) {
+		var rel, raw, relCPU, rawCPU []float64
 		for r := range rounds {
-			if r%2 == 0 {
-				rel = append(rel, relaySide(b.N))
-				raw = append(raw, rawSide(b.N))
-			} else {
-				raw = append(raw, rawSide(b.N))
-				rel = append(rel, relaySide(b.N))
+			sides := []bool{true, false}
+			if r%2 == 1 {
+				sides = []bool{false, true}
+			}
+			for _, isRelay := range sides {
+				if isRelay {
+					res := relaySide(b.N)
+					rel, relCPU = append(rel, res.rate), append(relCPU, res.cpu)
+				} else {
+					res := rawSide(b.N)
+					raw, rawCPU = append(raw, res.rate), append(rawCPU, res.cpu)
+				}
 			}
 		}
 		mr, mw := median(rel), median(raw)
 		b.ReportMetric(mr, "relay-msg/s")
 		b.ReportMetric(mw, "raw-msg/s")
 		b.ReportMetric(mr/mw, "ratio")
-		b.Logf("relay %v raw %v", rounded(rel), rounded(raw))
+		b.ReportMetric(median(relCPU), "relay-cpu-µs/msg")
+		b.ReportMetric(median(rawCPU), "raw-cpu-µs/msg")
+		b.Logf("msg/s relay %v raw %v", rounded(rel), rounded(raw))
 	}
 	for _, linger := range []time.Duration{0, 5 * time.Millisecond} {
 		b.Run(fmt.Sprintf("publish/batch=100/linger=%v", linger), func(b *testing.B) {
 			compare(b,
-				func(n int) float64 { return relayPublishRate(b, c, n, 100, linger) },
-				func(n int) float64 { return rawPublishRate(b, c, n, 100, linger) })
+				func(n int) result { return relayPublishRate(b, c, n, 100, linger) },
+				func(n int) result { return rawPublishRate(b, c, n, 100, linger) })
 		})
 	}
 	b.Run("publish/batch=1", func(b *testing.B) {
 		compare(b,
-			func(n int) float64 { return relayPublishRate(b, c, n, 1, 0) },
-			func(n int) float64 { return rawPublishRate(b, c, n, 1, 0) })
+			func(n int) result { return relayPublishRate(b, c, n, 1, 0) },
+			func(n int) result { return rawPublishRate(b, c, n, 1, 0) })
 	})
 	b.Run("consume-ack/window=256", func(b *testing.B) {
 		compare(b,
-			func(n int) float64 { return relayConsumeRate(b, c, n, 256) },
-			func(n int) float64 { return rawConsumeRate(b, c, n, 256) })
+			func(n int) result { return relayConsumeRate(b, c, n, 256) },
+			func(n int) result { return rawConsumeRate(b, c, n, 256) })
 	})
 }
 

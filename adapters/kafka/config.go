@@ -171,9 +171,9 @@ type SubscriberConfig struct {
 	// prefix advances, one commit request in flight at a time.
 	CommitInterval time.Duration
 	// MaxUncommitted bounds, per partition, the delivered records held
-	// behind the oldest unacked one (which blocks the commit position);
-	// beyond it fetching of that partition pauses until the oldest is
-	// settled (max_uncommitted=). Default 10000.
+	// behind the oldest unacked one once it has blocked the commit
+	// position for over a second; beyond it fetching of that partition
+	// pauses until the oldest is settled (max_uncommitted=). Default 10000.
 	MaxUncommitted int
 	// ReadUncommitted also delivers records of open and aborted
 	// transactions (isolation=read_uncommitted). Default read_committed.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -347,6 +348,7 @@ func TestMaxUncommitted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	defer kafka.SetStuckGrace(0)()
 	sub := openSub(t, c.subURL(group, "inflight", "50", "max_uncommitted", "20"))
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {

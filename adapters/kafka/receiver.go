@@ -52,6 +52,11 @@ type receiver struct {
 	loopDone  chan struct{}
 }
 
+// stuckGrace is how long the oldest unacked record of a partition must
+// have blocked its commit position before max_uncommitted pauses fetching.
+// A variable for tests only.
+var stuckGrace = time.Second
+
 // handle is the driver handle of one delivery.
 type handle struct {
 	ps      *partState
@@ -189,7 +194,7 @@ func (r *receiver) register(fs kgo.Fetches) ([]driver.Received, error) {
 		}
 		attempt := 1 + recallAttempts(attemptKey{r.d.scope, r.topic, rec.Partition, rec.Offset})
 		ps.add(rec.Offset, rec.LeaderEpoch, attempt)
-		if !ps.paused && ps.pending() >= r.maxUncommitted {
+		if !ps.paused && ps.pending() >= r.maxUncommitted && ps.stuck(r.maxUncommitted, stuckGrace, time.Now()) {
 			ps.paused = true
 			pause = append(pause, ps.part)
 		}
@@ -210,6 +215,7 @@ func (r *receiver) register(fs kgo.Fetches) ([]driver.Received, error) {
 // redelivery. It never waits for the broker: commits are sent by the
 // commit loop. Settlements of revoked partitions are ignored.
 func (r *receiver) Settle(_ context.Context, batch []driver.Settle) error {
+	now := time.Now()
 	r.mu.Lock()
 	moved, nacked := false, false
 	var resume []int32
@@ -225,6 +231,7 @@ func (r *receiver) Settle(_ context.Context, batch []driver.Settle) error {
 		}
 		if h.ps.ack(h.rec.Offset) {
 			moved = true
+			h.ps.headSince = now
 		}
 		if h.ps.paused && h.ps.pending() <= r.maxUncommitted/2 {
 			h.ps.paused = false

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -23,6 +24,7 @@ type partState struct {
 	target    kgo.EpochOffset // next offset to consume once committed; Offset -1: nothing acked yet
 	committed int64           // the last target the broker confirmed; -1: none
 	paused    bool            // fetching paused because too many records are held
+	headSince time.Time       // when the target last moved (or the state began)
 }
 
 type entry struct {
@@ -33,7 +35,15 @@ type entry struct {
 }
 
 func newPartState(part int32) *partState {
-	return &partState{part: part, target: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
+	return &partState{part: part, target: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1, headSince: time.Now()}
+}
+
+// stuck reports whether more than max records wait behind an unacked one
+// that has held the commit position for longer than grace. The grace keeps
+// acks that are merely on their way (settlements are applied in batches)
+// from counting as a stuck record.
+func (p *partState) stuck(max int, grace time.Duration, now time.Time) bool {
+	return p.pending() >= max && now.Sub(p.headSince) >= grace
 }
 
 // add records a delivered record. Records arrive in increasing offset

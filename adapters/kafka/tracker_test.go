@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"testing"
+	"time"
 
 	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -160,5 +161,22 @@ func TestCodec(t *testing.T) {
 	// recordSize bounds what kgo will encode.
 	if n := recordSize(m); n < len("p")+len("k")+len("x") {
 		t.Fatalf("size %d", n)
+	}
+}
+
+func TestTrackerStuck(t *testing.T) {
+	p := newPartState(0)
+	for o := int64(0); o < 10; o++ {
+		p.add(o, 0, 1)
+	}
+	now := p.headSince
+	if p.stuck(10, time.Second, now.Add(500*time.Millisecond)) {
+		t.Fatal("stuck within the grace")
+	}
+	if !p.stuck(10, time.Second, now.Add(time.Second)) {
+		t.Fatal("not stuck after the grace")
+	}
+	if p.stuck(11, time.Second, now.Add(time.Hour)) {
+		t.Fatal("stuck below the bound")
 	}
 }
