@@ -24,6 +24,9 @@ import (
 // visibilityMargin is kept free below SQS's 12-hour visibility cap.
 const visibilityMargin = 30 * time.Second
 
+// ackParallel bounds the delete calls of one subscription in flight at once.
+const ackParallel = 4
+
 // minEmptyPoll is the shortest cycle of a poller whose ReceiveMessage
 // came back empty.
 const minEmptyPoll = 50 * time.Millisecond
@@ -132,6 +135,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		changed:  make(chan struct{}),
 		buffered: map[*handle]struct{}{},
 		attempts: map[string]int{},
+		ackSem:   make(chan struct{}, ackParallel),
 	}
 	d.mu.Lock()
 	d.active[r] = struct{}{}
@@ -179,7 +183,8 @@ type receiver struct {
 	ackQ      []*handle   // acked, waiting to fill a DeleteMessageBatch call
 	ackTimer  *time.Timer // flushes ackQ after AckLinger
 	ackClosed bool
-	ackWG     sync.WaitGroup // lingering flushes in progress
+	ackSem    chan struct{}  // bounds concurrent delete calls
+	ackWG     sync.WaitGroup // deletes in progress
 }
 
 func (r *receiver) acquire(n int) bool {
@@ -384,9 +389,9 @@ more:
 // Settle implements driver.Receiver: nacks become
 // ChangeMessageVisibility(Batch) calls to 0 or the delay; acks become
 // DeleteMessageBatch calls of ten, waiting up to AckLinger for a call to
-// fill. Calls carry ten entries each and several run at once. It returns
-// an error only when a visibility call failed as a whole (the shared
-// layer then retries); deletes are retried here.
+// fill, sent in the background (up to ackParallel at once). It returns an
+// error only when a visibility call failed as a whole (the shared layer
+// then retries); deletes are retried here.
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	var dels []*handle
 	var vis []visChange
@@ -409,7 +414,17 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 		}
 		r.mu.Unlock()
 		if now := r.queueAcks(dels); len(now) > 0 {
-			r.deleteWithRetry(ctx, now)
+			// Delete in the background, a few calls at once, so that
+			// settlement keeps up with pollers; blocks when all are busy.
+			r.ackSem <- struct{}{}
+			r.ackWG.Add(1)
+			go func() {
+				defer r.ackWG.Done()
+				defer func() { <-r.ackSem }()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				r.deleteWithRetry(ctx, now)
+			}()
 		}
 	}
 	return r.d.changeVisibility(ctx, vis)
