@@ -18,7 +18,8 @@ import (
 const (
 	DefaultHTTPAddress     = "127.0.0.1:9470"
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultConcurrency     = 16
+	DefaultConcurrency     = 64
+	DefaultBatch           = 100
 	MaxConcurrency         = 4096
 	DefaultPublishTimeout  = 30 * time.Second
 	DefaultLogLevel        = "info"
@@ -81,9 +82,15 @@ type Route struct {
 	To Destination
 	// Concurrency is how many messages are forwarded at once ("concurrency").
 	// Messages with the same Key are always forwarded one after another in
-	// delivery order; set 1 to keep the order of the whole topic. The source
-	// URL's in-flight window must be at least this. Default 16.
+	// delivery order; set 1 to keep the order of the whole topic. It is
+	// bounded in practice by the source's in-flight window (inflight= in
+	// most adapters' URLs). Default 64.
 	Concurrency int
+	// Batch is the most messages published to the destination in one call
+	// ("batch"): copies forwarded at the same time share a Publish call
+	// (and so the broker's batch API), each still acked or failed on its
+	// own. 1 publishes every message alone. Default 100.
+	Batch int
 	// PublishTimeout bounds one publish to the destination
 	// ("publish_timeout"). Default 30s.
 	PublishTimeout time.Duration
@@ -192,6 +199,9 @@ func (c Config) withDefaults() Config {
 		}
 		if r.Concurrency == 0 {
 			r.Concurrency = DefaultConcurrency
+		}
+		if r.Batch == 0 {
+			r.Batch = DefaultBatch
 		}
 		if r.PublishTimeout == 0 {
 			r.PublishTimeout = DefaultPublishTimeout
@@ -319,6 +329,9 @@ func (r Route) validate(p *problems, path string) {
 	}
 	if r.Concurrency < 0 || r.Concurrency > MaxConcurrency {
 		p.add(path+".concurrency", "%d: want 1 to %d", r.Concurrency, MaxConcurrency)
+	}
+	if r.Batch < 0 {
+		p.add(path+".batch", "%d: must be at least 1", r.Batch)
 	}
 	if r.PublishTimeout < 0 {
 		p.add(path+".publish_timeout", "%v: must not be negative", r.PublishTimeout)

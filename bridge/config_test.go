@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/memory"
 	"github.com/go-relay/relay/bridge"
 )
@@ -91,7 +92,7 @@ routes:
 		`b.yaml:13:12: routes[0].to.url: environment variable PASSWORD is not set (use ${PASSWORD:-default} for a default)`,
 		`b.yaml:14:18: routes[0].concurrency: "many": want a whole number`,
 		`b.yaml:15:11: routes[1].name: "one" is already the name of routes[0]`,
-		`b.yaml:16:17: routes[1].from.url: unknown URL scheme "nope" (this binary has: mem)`,
+		`b.yaml:16:17: routes[1].from.url: unknown URL scheme "nope" (this binary has: ` + strings.Join(relay.Schemes(), ", ") + `)`,
 		`b.yaml:16:11: routes[1].from.group: required (or group= in the URL): bridges in one group share the work`,
 		`b.yaml:18:27: routes[1].retry.max_interval: 1s is less than initial_interval 2s`,
 		`b.yaml:19:13: routes[1].poison.topic: required`,

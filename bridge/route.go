@@ -157,7 +157,11 @@ func (r *route) session(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	f := &forwarder{r: r, pub: pub}
+	flushers := 1
+	if r.cfg.Batch > 1 {
+		flushers = min(4, r.cfg.Concurrency)
+	}
+	f := &forwarder{r: r, batch: newBatcher(pub, r.cfg.To.Topic, r.cfg.Batch, flushers, r.cfg.PublishTimeout)}
 	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
 		router.WithConcurrency(r.cfg.Concurrency),
 		router.WithMiddleware(mws...))
@@ -184,6 +188,7 @@ func (r *route) session(ctx context.Context) error {
 		"to", relay.Redact(r.cfg.To.URL), "to_topic", r.cfg.To.Topic,
 		"concurrency", r.cfg.Concurrency, "hop_source", r.srcHop, "hop_destination", r.dstHop)
 	err = rt.Run(ctx)
+	f.batch.close()
 	stopPoll()
 	<-pollDone
 	if ctx.Err() != nil {
@@ -292,8 +297,8 @@ func (r *route) endpointErrs() (src, dst error) {
 // around it see the destination's answer: the router acks the source only
 // when the handler returned nil, which is after the destination confirmed.
 type forwarder struct {
-	r   *route
-	pub relay.Publisher
+	r     *route
+	batch *batcher
 }
 
 func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
@@ -308,10 +313,8 @@ func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Mess
 		c.Metadata = relay.Metadata{}
 	}
 	addHop(c.Metadata, r.srcHop)
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-	defer cancel()
 	start := time.Now()
-	if err := f.pub.Publish(pctx, r.cfg.To.Topic, c); err != nil {
+	if err := f.batch.publish(ctx, c); err != nil {
 		err = fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
 		if rejected(err) {
 			err = relay.Permanent(err)

@@ -344,6 +344,7 @@ func (d *decoder) route(n *yaml.Node, path string, r *Route) {
 				field{"id", d.str(&r.To.ID)})
 		}},
 		field{"concurrency", d.int(&r.Concurrency)},
+		field{"batch", d.int(&r.Batch)},
 		field{"publish_timeout", d.duration(&r.PublishTimeout)},
 		field{"retry", func(n *yaml.Node, path string) {
 			r.Retry = &Retry{}

@@ -1,0 +1,292 @@
+package bridge_test
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/go-relay/relay"
+	_ "github.com/go-relay/relay/adapters/amqp"
+	_ "github.com/go-relay/relay/adapters/kafka"
+	_ "github.com/go-relay/relay/adapters/redisstream"
+	_ "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/bridge"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+// benchMessages is how many messages each measurement moves.
+const (
+	benchMessages = 10000
+	benchPayload  = 512
+)
+
+type benchBackend struct {
+	name   string
+	pubURL string
+	subURL func(group string) string
+}
+
+func withQuery(raw string, kv ...string) string {
+	u, _ := url.Parse(raw)
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+var (
+	sqsOnce sync.Once
+	sqsSvc  *testenv.SQSService
+)
+
+// holdBrokers takes a shared lock on the files with which the adapters'
+// tests serialise their restarts of the shared local Redis and RabbitMQ,
+// so that a restart by a test of another package does not wipe the
+// benchmark's streams midway.
+func holdBrokers(b *testing.B) {
+	for _, name := range []string{"relay-redis-restart.lock", "relay-amqp-restart.lock"} {
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+			_ = f.Close()
+			continue
+		}
+		b.Cleanup(func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() })
+	}
+}
+
+func benchBackends(b *testing.B) []benchBackend {
+	holdBrokers(b)
+	redis, amqp := testenv.Redis(b), testenv.AMQP(b)
+	brokers := testenv.KafkaBrokers(b)
+	if brokers == nil {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(4))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		brokers = c.ListenAddrs()
+	}
+	kafka := "kafka://" + brokers[0]
+	sqsOnce.Do(func() { sqsSvc = testenv.StartSQS() })
+	sqsSvc.Need(b)
+	aws := func(scheme string) string {
+		u := scheme + "://?region=" + sqsSvc.Region
+		if sqsSvc.Endpoint != "" {
+			u = withQuery(u, "endpoint", sqsSvc.Endpoint)
+		}
+		if sqsSvc.Emulated {
+			u = withQuery(u, "access_key_id", "test", "secret_key", "test")
+		}
+		return u
+	}
+	group := func(u string) func(string) string {
+		return func(g string) string { return withQuery(u, "group", g) }
+	}
+	return []benchBackend{
+		{"redis", redis, group(redis)},
+		{"amqp", amqp, group(amqp)},
+		{"kafka", kafka, group(kafka)},
+		{"sqs", aws("sqs"), func(string) string { return withQuery(aws("sqs"), "wait", "1") }},
+	}
+}
+
+// BenchmarkRoute measures, per ordered pair of backends and in the same
+// run, (1) relay consuming and acking a backlog on the source, (2) relay
+// publishing to the destination in batches of 100 from 4 goroutines and
+// (3) one message per Publish call from 16 goroutines (the bridge's
+// pattern), and (4) the bridge forwarding a backlog from source to
+// destination with the default route settings (concurrency 16). It reports
+// each rate in msg/s and fwd/min, the ratio of forwarding to the slower of
+// (1) and (2). Run it with:
+//
+//	go test -run '^$' -bench BenchmarkRoute -benchtime 1x ./bridge
+func BenchmarkRoute(b *testing.B) {
+	bs := benchBackends(b)
+	for _, from := range bs {
+		for _, to := range bs {
+			if from.name == to.name {
+				continue
+			}
+			b.Run(from.name+"-to-"+to.name, func(b *testing.B) {
+				var consume, bulk, single, fwd float64
+				for range b.N {
+					consume += measureConsume(b, from)
+					bulk += measurePublish(b, to, 100, 4)
+					single += measurePublish(b, to, 1, 16)
+					fwd += measureForward(b, from, to)
+				}
+				n := float64(b.N)
+				consume, bulk, single, fwd = consume/n, bulk/n, single/n, fwd/n
+				b.ReportMetric(consume, "consume-msg/s")
+				b.ReportMetric(bulk, "publish-batch-msg/s")
+				b.ReportMetric(single, "publish-single-msg/s")
+				b.ReportMetric(fwd, "forward-msg/s")
+				b.ReportMetric(fwd/min(consume, bulk), "ratio")
+				b.ReportMetric(fwd/min(consume, single), "ratio-single")
+			})
+		}
+	}
+}
+
+func benchID() string { return relay.NewID()[24:] }
+
+// fill publishes benchMessages messages to topic in batches.
+func fill(b *testing.B, be benchBackend, topic string) {
+	b.Helper()
+	pub, err := relay.OpenPublisher(context.Background(), be.pubURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	payload := make([]byte, benchPayload)
+	for i := 0; i < benchMessages; i += 100 {
+		batch := make([]*relay.Message, 100)
+		for j := range batch {
+			batch[j] = relay.NewMessage(payload)
+		}
+		if err := pub.Publish(context.Background(), topic, batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func provisioned(b *testing.B, be benchBackend, topic, group string) relay.Subscriber {
+	b.Helper()
+	sub, err := relay.OpenSubscriber(context.Background(), be.subURL(group))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if p, ok := sub.(relay.Provisioner); ok {
+		if err := p.Provision(context.Background(), topic); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return sub
+}
+
+// measureConsume returns the rate of consuming and acking a backlog.
+func measureConsume(b *testing.B, be benchBackend) float64 {
+	topic := "bench-c-" + benchID()
+	sub := provisioned(b, be, topic, "g")
+	defer sub.Close()
+	fill(b, be, topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for n := 0; n < benchMessages; n++ {
+		select {
+		case m := <-ch:
+			_ = m.Ack()
+		case <-time.After(time.Minute):
+			b.Fatalf("consumed %d of %d", n, benchMessages)
+		}
+	}
+	return benchMessages / time.Since(start).Seconds()
+}
+
+// measurePublish returns the rate of publishing with batch messages per
+// call from workers goroutines.
+func measurePublish(b *testing.B, be benchBackend, batch, workers int) float64 {
+	topic := "bench-p-" + benchID()
+	sub := provisioned(b, be, topic, "g") // so that the messages are kept (and routable)
+	defer sub.Close()
+	pub, err := relay.OpenPublisher(context.Background(), be.pubURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	payload := make([]byte, benchPayload)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := next.Add(int64(batch)) - int64(batch)
+				if lo >= benchMessages {
+					return
+				}
+				msgs := make([]*relay.Message, min(int64(batch), benchMessages-lo))
+				for j := range msgs {
+					msgs[j] = relay.NewMessage(payload)
+				}
+				if err := pub.Publish(context.Background(), topic, msgs...); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return benchMessages / time.Since(start).Seconds()
+}
+
+// measureForward returns the rate at which a bridge forwards a backlog.
+func measureForward(b *testing.B, from, to benchBackend) float64 {
+	run := benchID()
+	in, out := "bench-in-"+run, "bench-out-"+run
+	src := provisioned(b, from, in, "bridge")
+	_ = src.Close()
+	dst := provisioned(b, to, out, "reader")
+	defer dst.Close()
+	fill(b, from, in)
+	reg := prometheus.NewRegistry()
+	br, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{{
+		Name: "bench",
+		From: bridge.Source{URL: from.subURL("bridge"), Topic: in},
+		To:   bridge.Destination{URL: to.pubURL, Topic: out},
+	}}}, bridge.Options{Logger: quiet, Registry: reg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- br.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for forwarded(b, reg) < benchMessages {
+		if time.Now().After(deadline) {
+			b.Fatalf("forwarded %v of %d", forwarded(b, reg), benchMessages)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rate := benchMessages / time.Since(start).Seconds()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return rate
+}
+
+func forwarded(b *testing.B, reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "relay_bridge_forwarded_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
