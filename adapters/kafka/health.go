@@ -41,12 +41,24 @@ func (h *health) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E
 	h.set(meta.NodeID, e2e.Err())
 }
 
-// err returns nil when some broker works, otherwise why none does.
+// err returns nil when some broker works, otherwise why none does. Seed
+// brokers (negative node IDs) are the same servers as the brokers the
+// cluster metadata names, so they count only until a real broker was seen.
 func (h *health) err() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	real := false
+	for node := range h.broker {
+		if node >= 0 {
+			real = true
+			break
+		}
+	}
 	var last error
-	for _, err := range h.broker {
+	for node, err := range h.broker {
+		if real && node < 0 {
+			continue
+		}
 		if err == nil {
 			return nil
 		}

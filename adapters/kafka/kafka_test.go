@@ -391,3 +391,33 @@ func TestMaxUncommitted(t *testing.T) {
 		t.Fatalf("%d distinct of %d", len(seen), n)
 	}
 }
+
+// TestHealth: nil while the cluster answers, an error once it is gone.
+func TestHealth(t *testing.T) {
+	c := newCluster(t)
+	c.needFake(t)
+	topic := unique("health")
+	pub := openPub(t, c.url())
+	sub := openSub(t, c.subURL(unique("g")))
+	publishN(t, pub, topic, 1, nil)
+	ph, sh := pub.(relay.HealthChecker), sub.(relay.HealthChecker)
+	if err := ph.Health(); err != nil {
+		t.Fatalf("publisher health: %v", err)
+	}
+	if err := sub.(relay.Provisioner).Provision(context.Background(), topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Health(); err != nil {
+		t.Fatalf("subscriber health: %v", err)
+	}
+	c.fake.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = pub.Publish(ctx, topic, relay.NewMessage(nil))
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel2()
+	_ = sub.(relay.Provisioner).Provision(ctx2, topic)
+	if ph.Health() == nil || sh.Health() == nil {
+		t.Fatalf("health with the cluster gone: publisher %v, subscriber %v", ph.Health(), sh.Health())
+	}
+}

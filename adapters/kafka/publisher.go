@@ -15,7 +15,8 @@ import (
 
 // NewPublisher connects a publisher. ctx bounds connecting only: the seed
 // brokers must answer a metadata request within it. The publisher is safe
-// for concurrent use; see relay.Publisher for Publish and Close.
+// for concurrent use; see relay.Publisher for Publish and Close. It also
+// implements relay.CapabilityReporter and relay.HealthChecker.
 func NewPublisher(ctx context.Context, cfg PublisherConfig) (relay.Publisher, error) {
 	cfg.defaults()
 	if err := join(cfg.problems()); err != nil {

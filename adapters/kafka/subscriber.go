@@ -21,7 +21,8 @@ const brokerTimeout = 10 * time.Second
 
 // NewSubscriber connects a subscriber for cfg.Group. ctx bounds connecting
 // only: the seed brokers must answer within it. The result also implements
-// relay.Provisioner and relay.CapabilityReporter. Safe for concurrent use.
+// relay.Provisioner, relay.CapabilityReporter and relay.HealthChecker. Safe
+// for concurrent use.
 func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber, error) {
 	cfg.defaults()
 	if err := join(cfg.problems()); err != nil {
