@@ -21,13 +21,17 @@ import (
 // The benchmarks compare relay with the plain SDK doing the same work on
 // the same service in the same run, and count HTTP calls per message:
 //
-//	go test -run '^$' -bench . -benchtime 3000x ./adapters/sqs
+//	go test -run '^$' -bench . -benchtime 5000x ./adapters/sqs
 //
-// publish: 100 messages per Publish call (relay) or per round of ten
-// concurrent SendMessageBatch calls (SDK), each message a 256-byte body and
-// an ID attribute. consume: a prefilled queue drained by 4 pollers with
-// ReceiveMessage(10); relay acks each message (batched deletes), the SDK
-// loop deletes each receive's messages with one DeleteMessageBatch.
+// Relay and the SDK alternate in rounds of 500 messages, so both see the
+// same machine load (the emulator shares the cores); each side's time is
+// summed over its rounds. publish: 100 messages per Publish call (relay) or
+// per round of ten concurrent SendMessageBatch calls (SDK), each message a
+// 256-byte body and an ID attribute. consume: a prefilled queue drained by
+// 4 pollers with ReceiveMessage(10); relay acks each message (batched
+// deletes, in the background) and a round ends when its subscription's
+// channel has closed; the SDK loop deletes each receive's messages with
+// one DeleteMessageBatch before it receives again.
 
 const benchPayload = 256
 
@@ -59,11 +63,25 @@ func counting(c *callCounter) relaysqs.Option {
 	})
 }
 
-func report(b *testing.B, n int, elapsed time.Duration, c *callCounter) {
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(c.total.Load())/float64(n), "calls/msg")
-	b.Logf("%d messages in %v: %s", n, elapsed.Round(time.Millisecond), c)
+// side is one contender's accumulated time, messages and calls.
+type side struct {
+	name    string
+	elapsed time.Duration
+	n       int
+	calls   *callCounter
 }
+
+func report(b *testing.B, relaySide, sdkSide *side) {
+	for _, s := range []*side{relaySide, sdkSide} {
+		b.ReportMetric(float64(s.n)/s.elapsed.Seconds(), s.name+"-msgs/s")
+		b.ReportMetric(float64(s.calls.total.Load())/float64(s.n), s.name+"-calls/msg")
+		b.Logf("%s: %d messages in %v: %s", s.name, s.n, s.elapsed.Round(time.Millisecond), s.calls)
+	}
+	ratio := (float64(relaySide.n) / relaySide.elapsed.Seconds()) / (float64(sdkSide.n) / sdkSide.elapsed.Seconds())
+	b.ReportMetric(ratio, "relay/sdk")
+}
+
+const benchRound = 500
 
 // rawSendAll sends msgs with SendMessageBatch, rounds of up to ten
 // concurrent calls of ten entries: what relay does for a 100-message Publish.
@@ -119,134 +137,155 @@ func createQueue(b *testing.B, q *sqs.Client, name string) string {
 
 func BenchmarkSQS(b *testing.B) {
 	ctx := context.Background()
+	q, _ := rawClients(b, nil)
 
-	b.Run("publish/relay", func(b *testing.B) {
-		c := newCallCounter(nil)
-		pub, err := relaysqs.NewSQSPublisher(ctx, benchConfig(b), counting(c))
+	b.Run("publish", func(b *testing.B) {
+		rs := &side{name: "relay", calls: newCallCounter(nil)}
+		ss := &side{name: "sdk", calls: newCallCounter(benchTransport(b))}
+		pub, err := relaysqs.NewSQSPublisher(ctx, benchConfig(b), counting(rs.calls))
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer pub.Close()
-		topic := name("bench")
+		cq, _ := rawClients(b, ss.calls)
+		topic, sdkTopic := name("bench"), name("bench")
 		if err := pub.Publish(ctx, topic, relay.NewMessage([]byte("create"))); err != nil {
 			b.Fatal(err)
 		}
-		msgs := benchMessages(b.N)
-		c.reset()
+		sdkURL := createQueue(b, q, sdkTopic)
+		defer deleteQueues(q, topic, sdkTopic)
+		rs.calls.reset()
 		b.ResetTimer()
-		start := time.Now()
-		for lo := 0; lo < len(msgs); lo += 100 {
-			if err := pub.Publish(ctx, topic, msgs[lo:min(lo+100, len(msgs))]...); err != nil {
+		for done := 0; done < b.N; done += benchRound {
+			n := min(benchRound, b.N-done)
+			msgs := benchMessages(n)
+			start := time.Now()
+			for lo := 0; lo < n; lo += 100 {
+				if err := pub.Publish(ctx, topic, msgs[lo:min(lo+100, n)]...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rs.elapsed += time.Since(start)
+			rs.n += n
+			msgs = benchMessages(n)
+			start = time.Now()
+			if err := rawSendAll(ctx, cq, sdkURL, msgs); err != nil {
 				b.Fatal(err)
 			}
+			ss.elapsed += time.Since(start)
+			ss.n += n
 		}
-		elapsed := time.Since(start)
 		b.StopTimer()
-		report(b, b.N, elapsed, c)
+		report(b, rs, ss)
 	})
 
-	b.Run("publish/sdk", func(b *testing.B) {
-		c := newCallCounter(benchTransport(b))
-		q, _ := rawClients(b, nil)
-		url := createQueue(b, q, name("bench"))
-		cq, _ := rawClients(b, c)
-		msgs := benchMessages(b.N)
-		b.ResetTimer()
-		start := time.Now()
-		if err := rawSendAll(ctx, cq, url, msgs); err != nil {
-			b.Fatal(err)
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		report(b, b.N, elapsed, c)
-	})
-
-	b.Run("consume/relay", func(b *testing.B) {
-		q, _ := rawClients(b, nil)
-		topic := name("bench")
-		url := createQueue(b, q, topic)
-		if err := rawSendAll(ctx, q, url, benchMessages(b.N)); err != nil {
-			b.Fatal(err)
-		}
-		c := newCallCounter(nil)
-		sub, err := relaysqs.NewSQSSubscriber(ctx, benchConfig(b), counting(c))
+	b.Run("consume", func(b *testing.B) {
+		rs := &side{name: "relay", calls: newCallCounter(nil)}
+		ss := &side{name: "sdk", calls: newCallCounter(benchTransport(b))}
+		cq, _ := rawClients(b, ss.calls)
+		topic, sdkTopic := name("bench"), name("bench")
+		url, sdkURL := createQueue(b, q, topic), createQueue(b, q, sdkTopic)
+		defer deleteQueues(q, topic, sdkTopic)
+		sub, err := relaysqs.NewSQSSubscriber(ctx, benchConfig(b), counting(rs.calls))
 		if err != nil {
 			b.Fatal(err)
 		}
-		sctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		defer sub.Close()
 		b.ResetTimer()
-		start := time.Now()
-		ch, err := sub.Subscribe(sctx, topic)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for range b.N {
-			m := <-ch
-			if err := m.Ack(); err != nil {
+		for done := 0; done < b.N; done += benchRound {
+			n := min(benchRound, b.N-done)
+			b.StopTimer()
+			if err := rawSendAll(ctx, q, url, benchMessages(n)); err != nil {
 				b.Fatal(err)
 			}
+			if err := rawSendAll(ctx, q, sdkURL, benchMessages(n)); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			rs.elapsed += relayConsume(b, ctx, sub, topic, n)
+			rs.n += n
+			ss.elapsed += sdkConsume(b, ctx, cq, sdkURL, n)
+			ss.n += n
 		}
-		if err := sub.Close(); err != nil { // flushes the last deletes
-			b.Fatal(err)
-		}
-		elapsed := time.Since(start)
 		b.StopTimer()
-		report(b, b.N, elapsed, c)
+		report(b, rs, ss)
 		left, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
 		if err != nil || len(left.Messages) != 0 {
-			b.Errorf("after every message was acked the queue still has messages (%v)", err)
+			b.Errorf("after every message was acked the relay queue still has messages (%v)", err)
 		}
 	})
+}
 
-	b.Run("consume/sdk", func(b *testing.B) {
-		q, _ := rawClients(b, nil)
-		url := createQueue(b, q, name("bench"))
-		if err := rawSendAll(ctx, q, url, benchMessages(b.N)); err != nil {
+// relayConsume subscribes, receives and acks n messages, and ends the
+// subscription (waiting for its channel to close: settlements flushed).
+func relayConsume(b *testing.B, ctx context.Context, sub relay.Subscriber, topic string, n int) time.Duration {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	ch, err := sub.Subscribe(sctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		m := <-ch
+		if err := m.Ack(); err != nil {
 			b.Fatal(err)
 		}
-		c := newCallCounter(benchTransport(b))
-		cq, _ := rawClients(b, c)
-		var got atomic.Int64
-		var wg sync.WaitGroup
-		pctx, stop := context.WithCancel(ctx) // like relay's Close: ends the long polls once all is consumed
-		defer stop()
-		b.ResetTimer()
-		start := time.Now()
-		for range relaysqs.DefaultPollers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for got.Load() < int64(b.N) {
-					out, err := cq.ReceiveMessage(pctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
-						WaitTimeSeconds: 20, VisibilityTimeout: 30, MessageAttributeNames: []string{"All"},
-						MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
-					if err != nil {
-						if pctx.Err() == nil {
-							b.Error(err)
-						}
-						return
-					}
-					if len(out.Messages) == 0 {
-						continue
-					}
-					entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
-					for i, m := range out.Messages {
-						entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
-					}
-					if _, err := cq.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries}); err != nil {
+	}
+	cancel()
+	for range ch {
+	}
+	return time.Since(start)
+}
+
+// sdkConsume drains n messages with 4 pollers doing ReceiveMessage(10)
+// then DeleteMessageBatch, as a hand-written consumer would.
+func sdkConsume(b *testing.B, ctx context.Context, cq *sqs.Client, url string, n int) time.Duration {
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	pctx, stop := context.WithCancel(ctx) // like relay's Close: ends the long polls once all is consumed
+	defer stop()
+	start := time.Now()
+	for range relaysqs.DefaultPollers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for got.Load() < int64(n) {
+				out, err := cq.ReceiveMessage(pctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+					WaitTimeSeconds: 20, VisibilityTimeout: 30, MessageAttributeNames: []string{"All"},
+					MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+				if err != nil {
+					if pctx.Err() == nil {
 						b.Error(err)
-						return
 					}
-					if got.Add(int64(len(out.Messages))) >= int64(b.N) {
-						stop()
-					}
+					return
 				}
-			}()
+				if len(out.Messages) == 0 {
+					continue
+				}
+				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
+				for i, m := range out.Messages {
+					entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+				}
+				if _, err := cq.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries}); err != nil {
+					b.Error(err)
+					return
+				}
+				if got.Add(int64(len(out.Messages))) >= int64(n) {
+					stop()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// deleteQueues removes benchmark queues, keeping the emulator lean.
+func deleteQueues(q *sqs.Client, names ...string) {
+	for _, n := range names {
+		if out, err := q.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(n)}); err == nil {
+			_, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
 		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		b.StopTimer()
-		report(b, b.N, elapsed, c)
-	})
+	}
 }

@@ -42,7 +42,7 @@ const (
 	DefaultVisibility      = 30 * time.Second
 	DefaultPollers         = 4
 	DefaultInFlight        = 100
-	DefaultSendConcurrency = 8
+	DefaultSendConcurrency = 10
 	DefaultMaxAttempts     = 3
 	DefaultAckLinger       = 10 * time.Millisecond
 )
@@ -156,7 +156,8 @@ type Config struct {
 	// sqs:// (the queues must allow it), 256 KiB on sns://.
 	MaxBytes int
 	// SendConcurrency bounds the batches one Publish call sends at once
-	// (send_concurrency=). Default 8.
+	// (send_concurrency=). Default 10: a Publish of 100 messages is one
+	// round of calls.
 	SendConcurrency int
 
 	// Group is the subscriber's group (group=): on sns:// each group has
