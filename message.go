@@ -85,7 +85,7 @@ func (m *Message) Context() context.Context {
 	if m.d == nil {
 		return context.Background()
 	}
-	return m.d.ctx
+	return m.d.context()
 }
 
 // Ack settles the message as processed: it is never redelivered to this
@@ -132,6 +132,12 @@ type Settlement struct {
 	Delay time.Duration // redelivery delay for a Nack
 }
 
+// Settler receives the settlements of delivered messages; see
+// DeliveryParams. It is the allocation-free alternative to a Settle func.
+type Settler interface {
+	Settle(token uint64, s Settlement) error
+}
+
 // DeliveryParams carries what an adapter knows about a received message.
 // See Deliver.
 type DeliveryParams struct {
@@ -139,24 +145,27 @@ type DeliveryParams struct {
 	Attempt int
 	// Ctx is the parent of the message's context, normally the subscription's.
 	Ctx context.Context
-	// Settle is called at most once per successful settlement, on the
-	// goroutine that calls Ack/Nack. It must not block on the broker: it
-	// records the settlement and returns. An error (such as
-	// ErrSubscriptionEnded) is returned to the caller and the message stays
-	// unsettled.
-	Settle func(Settlement) error
+	// Settle, or else Settler with Token, is called at most once per
+	// successful settlement, on the goroutine that calls Ack/Nack. It must
+	// not block on the broker: it records the settlement and returns. An
+	// error (such as ErrSubscriptionEnded) is returned to the caller and
+	// the message stays unsettled.
+	Settle  func(Settlement) error
+	Settler Settler
+	Token   uint64
 }
 
 // Deliver attaches delivery state to m and returns it. It is for adapter
 // implementations; applications never call it. The message's context is a
-// child of p.Ctx cancelled after the first successful settlement.
+// child of p.Ctx, cancelled after the first successful settlement; it is
+// created only when Context is first called, so delivery costs no context
+// when nobody asks for one.
 func Deliver(m *Message, p DeliveryParams) *Message {
 	parent := p.Ctx
 	if parent == nil {
 		parent = context.Background()
 	}
-	ctx, cancel := context.WithCancel(parent)
-	m.d = &delivery{topic: p.Topic, attempt: p.Attempt, ctx: ctx, cancel: cancel, fn: p.Settle}
+	m.d = &delivery{topic: p.Topic, attempt: p.Attempt, parent: parent, fn: p.Settle, settler: p.Settler, token: p.Token}
 	return m
 }
 
@@ -169,12 +178,27 @@ const (
 type delivery struct {
 	topic   string
 	attempt int
-	ctx     context.Context
-	cancel  context.CancelFunc
+	parent  context.Context
 	fn      func(Settlement) error
+	settler Settler
+	token   uint64
 
-	mu    sync.Mutex
-	state int
+	mu     sync.Mutex
+	state  int
+	ctx    context.Context // created lazily by context()
+	cancel context.CancelFunc
+}
+
+func (d *delivery) context() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx == nil {
+		d.ctx, d.cancel = context.WithCancel(d.parent)
+		if d.state != stateOpen {
+			d.cancel()
+		}
+	}
+	return d.ctx
 }
 
 func (d *delivery) settle(s Settlement) error {
@@ -191,12 +215,19 @@ func (d *delivery) settle(s Settlement) error {
 	default:
 		return ErrAlreadySettled
 	}
-	if d.fn != nil {
-		if err := d.fn(s); err != nil {
-			return err
-		}
+	var err error
+	switch {
+	case d.settler != nil:
+		err = d.settler.Settle(d.token, s)
+	case d.fn != nil:
+		err = d.fn(s)
+	}
+	if err != nil {
+		return err
 	}
 	d.state = want
-	d.cancel()
+	if d.cancel != nil {
+		d.cancel()
+	}
 	return nil
 }

@@ -214,7 +214,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		ctx:       sctx,
 		cancel:    cancel,
 		stopAfter: stop,
-		out:       make(chan *relay.Message),
+		out:       make(chan *relay.Message, s.opts.InFlight),
 		free:      s.opts.InFlight,
 		unsettled: make(map[uint64]any),
 		delayed:   make(map[uint64]*delayedNack),
@@ -305,7 +305,19 @@ func (s *subscription) run() {
 	// The channel closes last, so that a closed channel means the broker
 	// has every settlement and every released message: a new subscription
 	// of the group started after it sees them.
-	defer close(s.out)
+	defer func() {
+		// Messages still buffered were released with the rest; drop them
+		// so nobody reads them from the closed channel.
+		for {
+			select {
+			case <-s.out:
+				continue
+			default:
+			}
+			break
+		}
+		close(s.out)
+	}()
 	s.cancel()
 
 	s.mu.Lock()
@@ -387,7 +399,8 @@ func (s *subscription) receiveLoop() {
 				Topic:   s.topic,
 				Attempt: attempt,
 				Ctx:     s.ctx,
-				Settle:  func(st relay.Settlement) error { return s.settle(id, st) },
+				Settler: s,
+				Token:   id,
 			})
 		}
 		s.mu.Unlock()
@@ -404,8 +417,9 @@ func (s *subscription) receiveLoop() {
 	}
 }
 
-// settle runs on the caller's goroutine of Ack/Nack; it never blocks on the broker.
-func (s *subscription) settle(id uint64, st relay.Settlement) error {
+// Settle implements relay.Settler. It runs on the goroutine that calls
+// Ack/Nack and never blocks on the broker.
+func (s *subscription) Settle(id uint64, st relay.Settlement) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
