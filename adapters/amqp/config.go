@@ -47,7 +47,7 @@ const (
 const (
 	DefaultInFlight        = 64
 	DefaultMaxBytes        = 16 << 20
-	DefaultPublishChannels = 8
+	DefaultPublishChannels = 2
 	DefaultHeartbeat       = 10 * time.Second
 	DefaultConnectTimeout  = 30 * time.Second
 	DefaultReconnectMin    = 100 * time.Millisecond
@@ -119,7 +119,7 @@ type Config struct {
 	Mandatory bool
 	// PublishChannels is the size of the publisher's channel pool
 	// (publish_channels=). Concurrent Publish calls share the channels
-	// round-robin, each pipelining its messages. Default 8.
+	// round-robin, each pipelining its messages. Default 2.
 	PublishChannels int
 	// MaxBytes bounds payload plus ID, Key and metadata of a message
 	// (max_bytes=). Default 16 MiB; at most 128 MiB (RabbitMQ's own limit).
