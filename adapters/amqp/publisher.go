@@ -58,7 +58,7 @@ func NewPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 		declared: map[string]uint64{},
 	}
 	for i := range d.slots {
-		d.slots[i] = &pubSlot{}
+		d.slots[i] = &pubSlot{lock: make(chan struct{}, 1)}
 	}
 	return &Publisher{Publisher: driver.NewPublisher(d, 0), d: d}, nil
 }
@@ -99,16 +99,20 @@ type pubDriver struct {
 // pubSlot holds one channel of the pool, replaced when it closes or its
 // connection is gone.
 type pubSlot struct {
-	mu sync.Mutex
-	pc *pubChan
+	lock chan struct{} // a mutex that can be waited for within a ctx
+	pc   *pubChan
 }
 
 // channel returns a usable pooled channel, opening one if needed; it waits
 // for the connection within ctx. Channels are shared by concurrent calls.
 func (d *pubDriver) channel(ctx context.Context) (*pubChan, error) {
 	slot := d.slots[d.next.Add(1)%uint64(len(d.slots))]
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
+	select {
+	case slot.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-slot.lock }()
 	if slot.pc != nil && slot.pc.usable(d.sup.current()) {
 		return slot.pc, nil
 	}
@@ -286,11 +290,11 @@ func ctxErr(ctx context.Context) error {
 func (d *pubDriver) Close() error {
 	err := d.sup.close(5 * time.Second) // closes every channel
 	for _, slot := range d.slots {
-		slot.mu.Lock()
+		slot.lock <- struct{}{}
 		if slot.pc != nil {
 			<-slot.pc.done
 		}
-		slot.mu.Unlock()
+		<-slot.lock
 	}
 	d.bg.Wait()
 	return err
