@@ -52,6 +52,9 @@ type supervisor struct {
 
 	frameMax atomic.Int64 // negotiated frame_max of the latest connection
 
+	blockMu   sync.Mutex
+	unblocked chan struct{} // closed while the broker lets us publish
+
 	mu    sync.Mutex
 	conn  *amqp091.Connection
 	gen   uint64        // increments with every new connection
@@ -90,11 +93,12 @@ func connect(ctx context.Context, cfg *Config) (*supervisor, error) {
 		dc.TLSClientConfig = t
 	}
 	s := &supervisor{
-		cfg:     cfg,
-		dialCfg: dc,
-		log:     cfg.logger().With("backend", "amqp", "broker", relay.Redact(cfg.URL)),
-		ready:   make(chan struct{}),
-		done:    make(chan struct{}),
+		cfg:       cfg,
+		dialCfg:   dc,
+		log:       cfg.logger().With("backend", "amqp", "broker", relay.Redact(cfg.URL)),
+		ready:     make(chan struct{}),
+		done:      make(chan struct{}),
+		unblocked: closedChan(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.closing = s.ctx.Done()
@@ -189,6 +193,7 @@ func (s *supervisor) run(conn *amqp091.Connection) {
 					blocked = nil
 					continue
 				}
+				s.setBlocked(b.Active)
 				if b.Active {
 					s.log.Warn("relay: broker blocked the connection (resource alarm); publishing waits", "reason", b.Reason)
 				} else {
@@ -202,6 +207,7 @@ func (s *supervisor) run(conn *amqp091.Connection) {
 		s.conn = nil
 		s.ready = make(chan struct{})
 		s.mu.Unlock()
+		s.setBlocked(false) // a new connection starts unblocked
 		s.setState(StateReconnecting)
 		s.log.Warn("relay: connection lost; reconnecting", "err", reason)
 		for {
@@ -333,5 +339,48 @@ func (s *supervisor) health() error {
 		return relay.ErrClosed
 	default:
 		return fmt.Errorf("amqp: connection to %s is %s", relay.Redact(s.cfg.URL), st)
+	}
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+func (s *supervisor) setBlocked(blocked bool) {
+	s.blockMu.Lock()
+	defer s.blockMu.Unlock()
+	select {
+	case <-s.unblocked:
+		if blocked {
+			s.unblocked = make(chan struct{})
+		}
+	default:
+		if !blocked {
+			close(s.unblocked)
+		}
+	}
+}
+
+// waitUnblocked returns at once unless the broker blocked the connection
+// (a memory or disk alarm), in which case it waits for the unblock within
+// ctx: writing to a blocked connection would hang beyond any ctx.
+func (s *supervisor) waitUnblocked(ctx context.Context) error {
+	s.blockMu.Lock()
+	c := s.unblocked
+	s.blockMu.Unlock()
+	select {
+	case <-c:
+		return nil
+	default:
+	}
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("amqp: the broker blocked publishing (resource alarm): %w", ctx.Err())
+	case <-s.closing:
+		return errConnClosed
 	}
 }

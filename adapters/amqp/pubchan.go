@@ -30,6 +30,7 @@ const notifyBuffer = 512
 var errChannelGone = errors.New("amqp: channel closed before the broker confirmed")
 
 type pubChan struct {
+	sup       *supervisor
 	ch        *amqp091.Channel
 	gen       uint64
 	confirm   bool
@@ -92,7 +93,7 @@ func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) 
 		return nil, err
 	}
 	pc := &pubChan{
-		ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
+		sup: sup, ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
 		closed:   ch.NotifyClose(make(chan *amqp091.Error, 1)),
 		pending:  map[uint64]pendingMsg{},
 		returned: map[string][]amqp091.Return{},
@@ -226,6 +227,7 @@ type sendResult struct {
 	status  []sendStatus
 	returns map[int]amqp091.Return
 	chanErr error // why messages were lost, when they were
+	waitErr error // why messages are still pending, when they are
 }
 
 // send publishes n messages in order, pipelined (at most confirmWindow of
@@ -235,7 +237,7 @@ type sendResult struct {
 func (pc *pubChan) send(ctx context.Context, ex string, n int, item func(int) (string, amqp091.Publishing)) sendResult {
 	b := &pubBatch{status: make([]sendStatus, n), progress: make(chan struct{}, 1)}
 	sent := 0
-	var chanErr error
+	var chanErr, waitErr error
 	ctxDone := false
 publish:
 	for sent < n {
@@ -248,6 +250,11 @@ publish:
 					break publish
 				}
 			}
+		}
+		if err := pc.sup.waitUnblocked(ctx); err != nil {
+			waitErr = err
+			ctxDone = true
+			break
 		}
 		if ctx.Err() != nil {
 			ctxDone = true
@@ -324,5 +331,6 @@ publish:
 		}
 	}
 	res.chanErr = chanErr
+	res.waitErr = waitErr
 	return res
 }

@@ -231,7 +231,10 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
 			case stPending:
 				if notConfirmed == nil {
-					notConfirmed = fmt.Errorf("amqp: not confirmed: %w", ctxErr(ctx))
+					notConfirmed = res.waitErr
+					if notConfirmed == nil {
+						notConfirmed = fmt.Errorf("amqp: not confirmed: %w", ctxErr(ctx))
+					}
 				}
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: notConfirmed})
 			default: // stLost: the channel or connection went away

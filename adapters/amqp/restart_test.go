@@ -3,6 +3,9 @@ package amqp_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,4 +144,65 @@ func TestRestartDuringStream(t *testing.T) {
 		t.Errorf("state changes %v do not show reconnecting → connected", states)
 	}
 	t.Logf("%d messages published across a broker restart, all received (%d duplicate deliveries); states %v", len(published), dups, states)
+}
+
+// A broker resource alarm blocks publishing connections. Publish then
+// returns when its ctx ends, saying why, instead of hanging in a socket
+// write; once the alarm clears, publishing goes on.
+func TestPublishWhileBlocked(t *testing.T) {
+	if why := canRestart(); why != "" || os.Getenv("RELAY_TEST_AMQP_STOP") != "" {
+		t.Skipf("SKIP: needs the local broker and rabbitmqctl (%s)", why)
+	}
+	c := newCleaner(t)
+	topic := unique("blocked")
+	sub := openSub(t, c, unique("g"))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	pub := openPub(t)
+	publish(t, pub, topic, relay.NewMessage([]byte("before")))
+	_ = next(t, ch, "before the alarm").Ack()
+
+	unlock := restartLock()
+	defer unlock()
+	watermark := func(v string) {
+		if out, err := exec.Command("rabbitmqctl", "set_vm_memory_high_watermark", v).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl set_vm_memory_high_watermark %s: %v: %s", v, err, out)
+		}
+	}
+	restore := os.Getenv("RELAY_TEST_AMQP_WATERMARK")
+	if restore == "" {
+		restore = "0.4"
+	}
+	t.Cleanup(func() { watermark(restore) })
+	watermark("0.00001")
+
+	// The first publish after the alarm is written but not confirmed; the
+	// broker then tells the connection it is blocked, and later publishes
+	// wait for the unblock within their ctx.
+	var lastErr error
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		start := time.Now()
+		lastErr = pub.Publish(ctx, topic, relay.NewMessage([]byte("during")))
+		cancel()
+		if lastErr == nil {
+			t.Fatalf("publish %d during a memory alarm succeeded", i)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Fatalf("publish %d during the alarm took %v with a 2s ctx", i, took)
+		}
+	}
+	if !strings.Contains(lastErr.Error(), "blocked") {
+		t.Errorf("error during the alarm %q does not say the broker blocked publishing", lastErr)
+	}
+	watermark(restore)
+	after := relay.NewMessage([]byte("after"))
+	publish(t, pub, topic, after)
+	for {
+		m := next(t, ch, "after the alarm")
+		_ = m.Ack()
+		if m.ID == after.ID {
+			break
+		}
+	}
 }
