@@ -84,6 +84,10 @@ type Options struct {
 	ExtendEvery time.Duration
 	// BrokerTimeout bounds each Settle, Release and Extend call. Default 10s.
 	BrokerTimeout time.Duration
+	// SettleLinger is how long settlements may wait to fill a batch of a
+	// quarter of the window before they are sent; they are sent at once
+	// when nothing else is held. Default 1ms.
+	SettleLinger time.Duration
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -94,6 +98,9 @@ func (o *Options) defaults() {
 	}
 	if o.BrokerTimeout <= 0 {
 		o.BrokerTimeout = 10 * time.Second
+	}
+	if o.SettleLinger <= 0 {
+		o.SettleLinger = time.Millisecond
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -216,6 +223,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		stopAfter: stop,
 		out:       make(chan *relay.Message, s.opts.InFlight),
 		free:      s.opts.InFlight,
+		flushAt:   max(1, s.opts.InFlight/4),
 		unsettled: make(map[uint64]any),
 		delayed:   make(map[uint64]*delayedNack),
 		slotFreed: make(chan struct{}, 1),
@@ -266,7 +274,9 @@ type subscription struct {
 	mu        sync.Mutex
 	ended     bool
 	nextID    uint64
-	free      int
+	free      int // window slots: InFlight minus unsettled and unflushed settlements
+	flushAt   int // pending settlements that trigger a flush without lingering
+	held      int // slots held by pending settlements, freed once they are flushed
 	unsettled map[uint64]any
 	delayed   map[uint64]*delayedNack
 	pending   []Settle
@@ -430,12 +440,13 @@ func (s *subscription) Settle(id uint64, st relay.Settlement) error {
 		return relay.ErrSubscriptionEnded
 	}
 	delete(s.unsettled, id)
-	s.free++
-	signal(s.slotFreed)
 
 	delay := st.Delay
 	if !st.Ack && delay > 0 && (!s.native || (s.maxDelay > 0 && delay > s.maxDelay)) {
-		// Emulate the delay: keep the message leased, nack it later.
+		// Emulate the delay: keep the message leased, nack it later. A
+		// parked message does not count against the window.
+		s.free++
+		signal(s.slotFreed)
 		dn := &delayedNack{handle: h}
 		s.delayed[id] = dn
 		dn.timer = time.AfterFunc(delay, func() {
@@ -454,12 +465,27 @@ func (s *subscription) Settle(id uint64, st relay.Settlement) error {
 		delay = 0
 	}
 	s.pending = append(s.pending, Settle{Handle: h, Ack: st.Ack, Delay: delay})
-	signal(s.flushReq)
+	s.held++
+	// Wake the flusher for the first settlement of a batch (it then
+	// lingers), and again when the batch should go without waiting.
+	if len(s.pending) == 1 || s.urgentLocked() {
+		signal(s.flushReq)
+	}
 	return nil
 }
 
-// flushLoop sends settlements to the broker. While a Settle call is in
-// progress new settlements accumulate, so batches grow with load.
+// urgentLocked reports whether pending settlements should be sent without
+// lingering: the batch is big enough, or nothing else is held, so no more
+// settlements are coming soon.
+func (s *subscription) urgentLocked() bool {
+	return len(s.pending) >= s.flushAt || len(s.unsettled) == 0
+}
+
+// flushLoop sends settlements to the broker in batches: it lingers up to
+// SettleLinger for a batch to fill unless it is urgent, and settlements
+// made while a Settle call is in progress join the next batch. Window slots
+// are freed after the broker call, so the window bounds what the broker
+// sees as unacknowledged.
 func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
@@ -469,15 +495,34 @@ func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 		case <-finish:
 			final = true
 		}
+		if !final {
+			s.mu.Lock()
+			urgent := s.urgentLocked()
+			s.mu.Unlock()
+			if !urgent {
+				t := time.NewTimer(s.parent.opts.SettleLinger)
+				select {
+				case <-t.C:
+				case <-s.flushReq:
+				case <-finish:
+					final = true
+				}
+				t.Stop()
+			}
+		}
 		for {
 			s.mu.Lock()
-			batch := s.pending
-			s.pending = nil
+			batch, held := s.pending, s.held
+			s.pending, s.held = nil, 0
 			s.mu.Unlock()
 			if len(batch) == 0 {
 				break
 			}
 			s.sendSettlements(batch)
+			s.mu.Lock()
+			s.free += held
+			s.mu.Unlock()
+			signal(s.slotFreed)
 		}
 		if final {
 			return
