@@ -156,10 +156,16 @@ go vet "${pkgs[@]}" || vet=FAILED
 # and why) through. The screen gets everything but per-test RUN/PASS lines
 # and the log lines (slog/log, timestamped) that tests provoke on purpose;
 # the log file keeps all of it.
-say "go test -race -count=1 -timeout 25m ${GO_TEST_FLAGS:-}${GO_TEST_FLAGS:+ }${pkgs[*]}  (full output: $log)"
+# Test binaries are built in parallel first, then run one package at a
+# time (-p 1): several packages' tests restart the shared Redis and
+# RabbitMQ, and a restart must not land in the middle of another package's
+# test. Within a package, tests run in sequence anyway.
+say "building test binaries"
+go test -race -count=1 -run '^$' "${pkgs[@]}" >/dev/null || true
+say "go test -race -count=1 -p 1 -timeout 25m ${GO_TEST_FLAGS:-}${GO_TEST_FLAGS:+ }${pkgs[*]}  (full output: $log)"
 set +e
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-go test -race -count=1 -timeout 25m -v ${GO_TEST_FLAGS:-} "${pkgs[@]}" 2>&1 |
+go test -race -count=1 -p 1 -timeout 25m -v ${GO_TEST_FLAGS:-} "${pkgs[@]}" 2>&1 |
 	tee "$log" |
 	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)|^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} '
 test_rc=${PIPESTATUS[0]}
