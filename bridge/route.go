@@ -308,11 +308,14 @@ func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Mess
 		r.log.Debug("not forwarding a message that would loop", "id", m.ID, "hops", m.Metadata[HopsKey])
 		return nil, nil
 	}
-	c := m.Copy()
-	if c.Metadata == nil {
-		c.Metadata = relay.Metadata{}
+	// The copy shares the payload (nothing writes to it) and has its own
+	// metadata, which gets the hop marker.
+	md := make(relay.Metadata, len(m.Metadata)+1)
+	for k, v := range m.Metadata {
+		md[k] = v
 	}
-	addHop(c.Metadata, r.srcHop)
+	addHop(md, r.srcHop)
+	c := &relay.Message{ID: m.ID, Key: m.Key, Metadata: md, Payload: m.Payload}
 	start := time.Now()
 	if err := f.batch.publish(ctx, c); err != nil {
 		err = fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
