@@ -2,18 +2,17 @@ package amqp
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/tlsconf"
 	"github.com/go-relay/relay/internal/urlopt"
 )
 
@@ -139,7 +138,7 @@ type Config struct {
 
 	// TLS for amqps:// URLs: CA bundle file (tls_ca=), client certificate
 	// and key files (tls_cert=, tls_key=), server name (tls_server_name=),
-	// and tls_insecure_skip_verify= (tests only).
+	// and tls_insecure= (skip certificate verification; tests only).
 	TLSCAFile, TLSCertFile, TLSKeyFile, TLSServerName string
 	TLSInsecureSkipVerify                             bool
 	// TLSConfig, when set, is used as is and the tls_* fields must be empty.
@@ -208,11 +207,7 @@ func ParseURL(u *url.URL) (Config, error) {
 	cfg.ReconnectMin = p.Duration("reconnect_min", DefaultReconnectMin)
 	cfg.ReconnectMax = p.Duration("reconnect_max", DefaultReconnectMax)
 	cfg.ConnectionName = p.String("connection_name", "")
-	cfg.TLSCAFile = p.String("tls_ca", "")
-	cfg.TLSCertFile = p.String("tls_cert", "")
-	cfg.TLSKeyFile = p.String("tls_key", "")
-	cfg.TLSServerName = p.String("tls_server_name", "")
-	cfg.TLSInsecureSkipVerify = p.Bool("tls_insecure_skip_verify", false)
+	cfg.setTLSFiles(tlsconf.Read(p))
 	if err := p.Err(); err != nil {
 		return cfg, err
 	}
@@ -250,16 +245,14 @@ func (c *Config) validate(r role) error {
 		if _, err := amqp091.ParseURI(c.URL); err != nil {
 			errs = append(errs, &relay.URLError{URL: relay.Redact(c.URL), Reason: err.Error()})
 		}
-		tlsSet := c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSServerName != "" || c.TLSInsecureSkipVerify
-		if u.Scheme == "amqp" && (tlsSet || c.TLSConfig != nil) {
+		tf := c.tlsFiles()
+		if u.Scheme == "amqp" && (tf.Set() || c.TLSConfig != nil) {
 			bad("tls_ca", "TLS options need an amqps:// URL")
 		}
-		if c.TLSConfig != nil && tlsSet {
+		if c.TLSConfig != nil && tf.Set() {
 			bad("tls_ca", "set either Config.TLSConfig or the tls_* options, not both")
 		}
-		if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-			bad("tls_cert", "tls_cert and tls_key go together")
-		}
+		tf.Check(bad)
 	}
 	switch c.ExchangeKind {
 	case KindFanout, KindTopic, KindDirect:
@@ -347,32 +340,26 @@ func (c *Config) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// tlsConfig builds the TLS configuration for amqps (nil for amqp).
+// tlsFiles are the tls_* fields in the shared form.
+func (c *Config) tlsFiles() tlsconf.Files {
+	return tlsconf.Files{CAFile: c.TLSCAFile, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile,
+		ServerName: c.TLSServerName, Insecure: c.TLSInsecureSkipVerify}
+}
+
+func (c *Config) setTLSFiles(f tlsconf.Files) {
+	c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = f.CAFile, f.CertFile, f.KeyFile
+	c.TLSServerName, c.TLSInsecureSkipVerify = f.ServerName, f.Insecure
+}
+
+// tlsConfig builds the TLS configuration for amqps: TLSConfig as is, or
+// one built from the tls_* fields, verifying host by default.
 func (c *Config) tlsConfig(host string) (*tls.Config, error) {
 	if c.TLSConfig != nil {
 		return c.TLSConfig, nil
 	}
-	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, InsecureSkipVerify: c.TLSInsecureSkipVerify} //nolint:gosec // opt-in, documented as tests only
-	if c.TLSServerName != "" {
-		t.ServerName = c.TLSServerName
-	}
-	if c.TLSCAFile != "" {
-		pem, err := os.ReadFile(c.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("amqp: tls_ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("amqp: tls_ca: no PEM certificate in %s", c.TLSCAFile)
-		}
-		t.RootCAs = pool
-	}
-	if c.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("amqp: tls_cert/tls_key: %w", err)
-		}
-		t.Certificates = []tls.Certificate{cert}
+	t, err := c.tlsFiles().Config(host)
+	if err != nil {
+		return nil, fmt.Errorf("amqp: %w", err)
 	}
 	return t, nil
 }

@@ -44,7 +44,7 @@ func TestParseURLEveryOption(t *testing.T) {
 		"&queue_type=quorum&inflight=10&nack_mode=republish&requeue_on_nack=false&dead_letter_exchange=dlx&delivery_limit=5" +
 		"&native_delay=false&confirm=true&mandatory=false&publish_channels=3&max_bytes=1000&heartbeat=5s&connect_timeout=2s" +
 		"&reconnect_min=50ms&reconnect_max=1s&connection_name=svc&tls_ca=/ca.pem&tls_cert=/c.pem&tls_key=/k.pem" +
-		"&tls_server_name=broker&tls_insecure_skip_verify=true"
+		"&tls_server_name=broker&tls_insecure=true"
 	cfg, err := amqp.ParseURL(mustURL(t, raw))
 	if err != nil {
 		t.Fatal(err)

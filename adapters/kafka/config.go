@@ -2,18 +2,18 @@ package kafka
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/go-relay/relay/internal/tlsconf"
 )
 
 // Defaults of the configuration. Each is documented on its field.
@@ -195,10 +195,7 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSInsecure || c.TLSServerName != "" {
-		c.TLS = true
-	}
-	if c.TLSConfig != nil {
+	if c.tlsFiles().Set() || c.TLSConfig != nil {
 		c.TLS = true
 	}
 	c.SASLMechanism = strings.ToLower(c.SASLMechanism)
@@ -214,10 +211,10 @@ func (c *Config) problems() []problem {
 			ps = append(ps, problem{"seed", fmt.Sprintf("%q is not host:port", b)})
 		}
 	}
-	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
-		ps = append(ps, problem{"tls_cert", "tls_cert and tls_key go together"})
-	}
-	if c.TLSConfig != nil && (c.TLSCAFile != "" || c.TLSCertFile != "" || c.TLSInsecure || c.TLSServerName != "") {
+	c.tlsFiles().Check(func(param, format string, args ...any) {
+		ps = append(ps, problem{param, fmt.Sprintf(format, args...)})
+	})
+	if c.TLSConfig != nil && c.tlsFiles().Set() {
 		ps = append(ps, problem{"tls", "TLSConfig excludes the TLS file options"})
 	}
 	switch c.SASLMechanism {
@@ -373,28 +370,21 @@ func (c *Config) clientOpts() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
+// tlsFiles are the TLS file fields in the shared form.
+func (c *Config) tlsFiles() tlsconf.Files {
+	return tlsconf.Files{CAFile: c.TLSCAFile, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile,
+		ServerName: c.TLSServerName, Insecure: c.TLSInsecure}
+}
+
+// tlsConfig is TLSConfig (cloned) or built from the file fields. An empty
+// server name lets franz-go verify each broker's own host name.
 func (c *Config) tlsConfig() (*tls.Config, error) {
 	if c.TLSConfig != nil {
 		return c.TLSConfig.Clone(), nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName, InsecureSkipVerify: c.TLSInsecure} //nolint:gosec // opt-in for tests
-	if c.TLSCAFile != "" {
-		pem, err := os.ReadFile(c.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: tls_ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka: tls_ca: no PEM certificate in %s", c.TLSCAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if c.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("kafka: tls_cert/tls_key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	tc, err := c.tlsFiles().Config("")
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	return tc, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/tlsconf"
 	"github.com/go-relay/relay/internal/urlopt"
 )
 
@@ -112,11 +113,9 @@ func parseCommon(u *url.URL, p *urlopt.Params, c *Config) {
 	c.MetadataMinAge = p.Duration("metadata_min_age", DefaultMetadataMinAge)
 
 	c.TLS = p.Bool("tls", false)
-	c.TLSCAFile = p.String("tls_ca", "")
-	c.TLSCertFile = p.String("tls_cert", "")
-	c.TLSKeyFile = p.String("tls_key", "")
-	c.TLSInsecure = p.Bool("tls_insecure", false)
-	c.TLSServerName = p.String("tls_server_name", "")
+	tf := tlsconf.Read(p)
+	c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = tf.CAFile, tf.CertFile, tf.KeyFile
+	c.TLSInsecure, c.TLSServerName = tf.Insecure, tf.ServerName
 
 	c.SASLMechanism = strings.ToLower(p.String("sasl_mechanism", ""))
 	c.SASLUser = p.String("sasl_user", "")

@@ -2,12 +2,9 @@ package redisstream
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/tlsconf"
 	"github.com/go-relay/relay/internal/urlopt"
 )
 
@@ -135,44 +133,15 @@ func clientOptions(p *urlopt.Params, u *url.URL) *redis.Options {
 	o.PoolSize = p.Int("pool_size", 0, 0)
 	o.ClientName = p.String("client_name", "")
 
-	tlsCA := p.String("tls_ca", "")
-	tlsCert := p.String("tls_cert", "")
-	tlsKey := p.String("tls_key", "")
-	tlsName := p.String("tls_server_name", "")
-	tlsInsecure := p.Bool("tls_insecure", false)
+	tf := tlsconf.Read(p)
 	if !strings.EqualFold(u.Scheme, SchemeTLS) {
-		for _, name := range []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name", "tls_insecure"} {
+		for _, name := range tlsconf.Params {
 			if p.Has(name) {
 				p.Fail(name, "only valid with rediss://")
 			}
 		}
 		return o
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: u.Hostname(), InsecureSkipVerify: tlsInsecure}
-	if tlsName != "" {
-		tc.ServerName = tlsName
-	}
-	if tlsCA != "" {
-		pem, err := os.ReadFile(tlsCA)
-		if err != nil {
-			p.Fail("tls_ca", "%v", err)
-		} else {
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				p.Fail("tls_ca", "no PEM certificate in %s", tlsCA)
-			}
-			tc.RootCAs = pool
-		}
-	}
-	if (tlsCert == "") != (tlsKey == "") {
-		p.Fail("tls_cert", "tls_cert and tls_key must be given together")
-	} else if tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
-		if err != nil {
-			p.Fail("tls_cert", "%v", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	o.TLSConfig = tc
+	o.TLSConfig = tf.Build(u.Hostname(), p.Fail)
 	return o
 }
