@@ -128,7 +128,7 @@ type PublisherConfig struct {
 	// Default snappy.
 	Compression string
 	// MaxMessageBytes bounds one record as the broker counts it (key,
-	// value, headers and batch overhead) (max_message_bytes=). Default
+	// value, headers and batch overhead) (max_bytes=). Default
 	// 1 MiB, below Kafka's default message.max.bytes (1048588). Larger
 	// messages fail at publish time with a *relay.LimitError.
 	MaxMessageBytes int
@@ -267,7 +267,7 @@ func (c *PublisherConfig) problems() []problem {
 		ps = append(ps, problem{"compression", fmt.Sprintf("%q is not one of none, gzip, snappy, lz4, zstd", c.Compression)})
 	}
 	if c.MaxMessageBytes < 0 {
-		ps = append(ps, problem{"max_message_bytes", "must be positive"})
+		ps = append(ps, problem{"max_bytes", "must be positive"})
 	}
 	if c.Linger < 0 || c.Linger > time.Minute {
 		ps = append(ps, problem{"linger", "must be between 0 and 1m"})

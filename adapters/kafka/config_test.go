@@ -65,7 +65,7 @@ func TestParseDefaults(t *testing.T) {
 	if p.Acks != AcksAll || p.NoIdempotence || p.Linger != 0 || p.Compression != "snappy" || p.MaxMessageBytes != DefaultMaxMessageBytes {
 		t.Fatalf("publisher defaults: %+v", p)
 	}
-	p, err = ParsePublisherURL(mustURL(t, "kafka://h?acks=leader&linger=5ms&compression=zstd&max_message_bytes=100&delivery_timeout=3s"))
+	p, err = ParsePublisherURL(mustURL(t, "kafka://h?acks=leader&linger=5ms&compression=zstd&max_bytes=100&delivery_timeout=3s"))
 	if err != nil {
 		t.Fatal(err)
 	}

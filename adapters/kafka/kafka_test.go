@@ -234,7 +234,7 @@ func TestNackRedelivery(t *testing.T) {
 
 func TestPublishErrors(t *testing.T) {
 	c := newCluster(t)
-	pub := openPub(t, c.url("max_message_bytes", "1000"))
+	pub := openPub(t, c.url("max_bytes", "1000"))
 	ctx := context.Background()
 
 	err := pub.Publish(ctx, "bad topic!", relay.NewMessage(nil))

@@ -20,7 +20,7 @@ type opener struct{}
 
 // Parameters that only one side reads; the other side names them in its error.
 var (
-	publisherOnly  = []string{"acks", "idempotent", "linger", "compression", "max_message_bytes", "delivery_timeout"}
+	publisherOnly  = []string{"acks", "idempotent", "linger", "compression", "max_bytes", "delivery_timeout"}
 	subscriberOnly = []string{"group", "start", "inflight", "session_timeout", "heartbeat_interval", "rebalance_timeout",
 		"fetch_max_wait", "balancer", "commit_interval", "max_uncommitted", "isolation"}
 )
@@ -58,7 +58,7 @@ func ParsePublisherURL(u *url.URL) (PublisherConfig, error) {
 	}
 	cfg.Linger = p.Duration("linger", 0)
 	cfg.Compression = p.Enum("compression", "snappy", "none", "gzip", "snappy", "lz4", "zstd")
-	cfg.MaxMessageBytes = p.Int("max_message_bytes", DefaultMaxMessageBytes, 1)
+	cfg.MaxMessageBytes = p.Int("max_bytes", DefaultMaxMessageBytes, 1)
 	cfg.DeliveryTimeout = p.Duration("delivery_timeout", 0)
 	rejectOtherSide(p, subscriberOnly, "a subscriber option; a publisher does not take it")
 	cfg.defaults()

@@ -17,7 +17,7 @@
 //     later start empty.
 //   - Queues of existing groups are not bounded, like a broker's.
 //
-// URL: mem://NAME?group=G&inflight=N&maxbytes=B (see README).
+// URL: mem://NAME?group=G&inflight=N&max_bytes=B (see README).
 package memory
 
 import (
@@ -39,7 +39,7 @@ func init() { relay.Register(Scheme, opener{}) }
 
 // PublisherConfig configures a publisher. The zero value is usable.
 type PublisherConfig struct {
-	// MaxBytes limits payload plus ID, Key and metadata (maxbytes=). Default 16 MiB.
+	// MaxBytes limits payload plus ID, Key and metadata (max_bytes=). Default 16 MiB.
 	MaxBytes int
 }
 
@@ -55,7 +55,16 @@ type opener struct{}
 
 func (opener) OpenPublisher(_ context.Context, u *url.URL) (relay.Publisher, error) {
 	p := urlopt.New(u)
-	cfg := PublisherConfig{MaxBytes: p.Int("maxbytes", DefaultMaxBytes, 1)}
+	cfg := PublisherConfig{MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
+	// maxbytes is the old spelling (before every adapter used max_bytes),
+	// still accepted until the URLs in bridge's tests are renamed.
+	if p.Has("maxbytes") {
+		if p.Has("max_bytes") {
+			p.Fail("maxbytes", "old spelling of max_bytes; give only max_bytes")
+		} else {
+			cfg.MaxBytes = p.Int("maxbytes", DefaultMaxBytes, 1)
+		}
+	}
 	if err := p.Err(); err != nil {
 		return nil, err
 	}

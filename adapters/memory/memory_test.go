@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -33,4 +34,25 @@ func TestConformance(t *testing.T) {
 		PublisherURL:  "mem://" + broker,
 		SubscriberURL: func(group string) string { return "mem://" + broker + "?group=" + group },
 	})
+}
+
+// max_bytes (and its old spelling maxbytes) bounds a published message.
+func TestMaxBytesParam(t *testing.T) {
+	ctx := context.Background()
+	for _, param := range []string{"max_bytes", "maxbytes"} {
+		p, err := relay.OpenPublisher(ctx, "mem://"+relay.NewID()+"?"+param+"=1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Publish(ctx, "t", relay.NewMessage(make([]byte, 2000)))
+		var le *relay.LimitError
+		if !errors.As(err, &le) || le.Limit != 1000 {
+			t.Errorf("%s=1000: publishing 2000 bytes = %v, want a *relay.LimitError with limit 1000", param, err)
+		}
+		_ = p.Close()
+	}
+	_, err := relay.OpenPublisher(ctx, "mem://x?max_bytes=1000&maxbytes=1000")
+	if !errors.Is(err, relay.ErrBadURL) {
+		t.Errorf("both spellings = %v, want ErrBadURL", err)
+	}
 }

@@ -45,7 +45,7 @@ type PublisherConfig struct {
 	// Prefix is prepended to the topic to form the stream key (prefix=).
 	Prefix string
 	// MaxBytes limits payload plus ID, Key and metadata of one message
-	// (maxbytes=). Default 64 MiB; at most 512 MiB, Redis's string limit.
+	// (max_bytes=). Default 64 MiB; at most 512 MiB, Redis's string limit.
 	MaxBytes int
 	// MaxLen trims the stream to about this many entries on every XADD
 	// (maxlen=, MAXLEN ~). 0 = no limit. Trimming drops entries even if a

@@ -35,12 +35,12 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 	opts := clientOptions(p, u)
 	cfg := PublisherConfig{
 		Prefix:   p.String("prefix", ""),
-		MaxBytes: p.Int("maxbytes", DefaultMaxBytes, 1),
+		MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1),
 		MaxLen:   int64(p.Int("maxlen", 0, 0)),
 		MaxAge:   p.Duration("maxage", 0),
 	}
 	if cfg.MaxBytes > maxBulk {
-		p.Fail("maxbytes", "%d exceeds Redis's 512 MiB string limit", cfg.MaxBytes)
+		p.Fail("max_bytes", "%d exceeds Redis's 512 MiB string limit", cfg.MaxBytes)
 	}
 	if cfg.MaxLen > 0 && cfg.MaxAge > 0 {
 		p.Fail("maxage", "maxlen and maxage exclude each other")

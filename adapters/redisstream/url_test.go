@@ -26,7 +26,7 @@ func TestURLErrors(t *testing.T) {
 		{"redis://127.0.0.1:1/0?group=g&block=0s", "block", true},
 		{"redis://127.0.0.1:1/0?group=g&consumer=relay-handback", "consumer", true},
 		{"redis://127.0.0.1:1/0?maxlen=10&maxage=1h", "maxage", false},
-		{"redis://127.0.0.1:1/0?maxbytes=600000000", "maxbytes", false},
+		{"redis://127.0.0.1:1/0?max_bytes=600000000", "max_bytes", false},
 		{"redis://127.0.0.1:1/0?tls_insecure=true", "tls_insecure", false},
 		{"rediss://127.0.0.1:1/0?tls_ca=/no/such/file", "tls_ca", false},
 		{"rediss://127.0.0.1:1/0?tls_cert=/x", "tls_cert", false},
@@ -62,7 +62,7 @@ func TestURLConnectsAndRedacts(t *testing.T) {
 		t.Fatalf("every subscriber option: %v", err)
 	}
 	_ = s.Close()
-	p, err := relay.OpenPublisher(context.Background(), withParams(t, redisURL(t), "prefix", "p:", "maxbytes", "1024", "maxage", "1h"))
+	p, err := relay.OpenPublisher(context.Background(), withParams(t, redisURL(t), "prefix", "p:", "max_bytes", "1024", "maxage", "1h"))
 	if err != nil {
 		t.Fatalf("every publisher option: %v", err)
 	}
