@@ -91,12 +91,16 @@ func OpenSubscriber(ctx context.Context, url string) (Subscriber, error) {
 	return o.OpenSubscriber(ctx, u)
 }
 
-// secretParams are query parameters whose values Redact hides.
-var secretParams = []string{"password", "secret", "token", "sasl_password", "secret_key", "access_key_secret", "session_token"}
+// secretWords mark query parameters whose values Redact hides: any
+// parameter whose name contains one of them (case-insensitive), so that
+// sasl_password, secret_key, session_token and a mistyped "?password" are
+// all covered.
+var secretWords = []string{"password", "secret", "token", "passwd", "pwd"}
 
-// Redact returns raw with the password of its user info and the values of
-// secret query parameters replaced by "xxxxx". Unparseable input is
-// replaced entirely, since it may hold a secret.
+// Redact returns raw with the password of its user info, the values of
+// secret query parameters and any fragment replaced by "xxxxx". Query
+// pairs that do not parse are dropped, since they may hold a secret.
+// Unparseable input is replaced entirely, since it may hold a secret.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -107,14 +111,21 @@ func Redact(raw string) string {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		// No adapter reads a fragment, but a '#' typed into a password or
+		// a query value turns the rest of the URL into one.
+		u.Fragment, u.RawFragment = "xxxxx", ""
+	}
 	if u.RawQuery != "" {
-		q := u.Query()
-		changed := false
+		q, perr := url.ParseQuery(u.RawQuery)
+		changed := perr != nil
 		for k := range q {
-			for _, s := range secretParams {
-				if strings.EqualFold(k, s) {
+			lk := strings.ToLower(k)
+			for _, s := range secretWords {
+				if strings.Contains(lk, s) {
 					q[k] = []string{"xxxxx"}
 					changed = true
+					break
 				}
 			}
 		}

@@ -53,7 +53,13 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 	if err != nil {
 		return nil, err
 	}
-	return NewPublisher(ctx, cfg)
+	// Not returned directly: a nil *Publisher in a relay.Publisher would be a
+	// non-nil interface next to the error.
+	v, err := NewPublisher(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
@@ -61,5 +67,11 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 	if err != nil {
 		return nil, err
 	}
-	return NewSubscriber(ctx, cfg)
+	// Not returned directly: a nil *Subscriber in a relay.Subscriber would be a
+	// non-nil interface next to the error.
+	v, err := NewSubscriber(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
 }
