@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -264,19 +263,6 @@ func canRestart() string {
 	return ""
 }
 
-// restartLock serializes broker restarts with other test processes.
-func restartLock() func() {
-	f, err := os.OpenFile(os.TempDir()+"/relay-amqp-restart.lock", os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return func() {}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return func() {}
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }
-}
-
 // stopBroker stops RabbitMQ's application; it is started again at cleanup
 // if the test did not do it.
 func stopBroker(t testing.TB) {
@@ -284,7 +270,7 @@ func stopBroker(t testing.TB) {
 	if why := canRestart(); why != "" {
 		t.Skipf("SKIP: cannot restart RabbitMQ: %s", why)
 	}
-	unlock := restartLock()
+	unlock := testenv.LockForRestart(t, "amqp")
 	t.Cleanup(func() {
 		defer unlock()
 		if !brokerUp() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // A broker restart in the middle of a stream of publishes and consumes:
@@ -162,7 +163,7 @@ func TestPublishWhileBlocked(t *testing.T) {
 	publish(t, pub, topic, relay.NewMessage([]byte("before")))
 	_ = next(t, ch, "before the alarm").Ack()
 
-	unlock := restartLock()
+	unlock := testenv.LockForRestart(t, "amqp")
 	defer unlock()
 	watermark := func(v string) {
 		if out, err := exec.Command("rabbitmqctl", "set_vm_memory_high_watermark", v).CombinedOutput(); err != nil {

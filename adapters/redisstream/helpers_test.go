@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -151,20 +150,6 @@ func canRestart(t testing.TB) string {
 	return ""
 }
 
-// restartLock serializes restarts with other test processes of this
-// module that follow the same convention.
-func restartLock(t testing.TB) func() {
-	f, err := os.OpenFile(os.TempDir()+"/relay-redis-restart.lock", os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return func() {}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return func() {}
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }
-}
-
 // stopRedis shuts the test server down without saving. The server is
 // started again at cleanup if the test did not do it.
 func stopRedis(t testing.TB) {
@@ -172,7 +157,7 @@ func stopRedis(t testing.TB) {
 	if why := canRestart(t); why != "" {
 		t.Skipf("SKIP: cannot restart Redis: %s", why)
 	}
-	unlock := restartLock(t)
+	unlock := testenv.LockForRestart(t, "redis")
 	t.Cleanup(func() {
 		defer unlock()
 		if !redisUp() {

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,31 +23,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// holdRedis takes a shared lock on the file with which adapters/redisstream
-// serialises its restarts of the shared local Redis (it takes the lock
-// exclusively while Redis is down), so that such a restart, run in
-// parallel by "go test ./...", cannot wipe this test's keys midway.
-func holdRedis(t *testing.T) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "relay-redis-restart.lock"), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Logf("cannot open the Redis restart lock (restarts are not held off): %v", err)
-		return
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-		_ = f.Close()
-		t.Logf("cannot lock the Redis restart lock (restarts are not held off): %v", err)
-		return
-	}
-	t.Cleanup(func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	})
-}
-
 func client(t *testing.T) *redis.Client {
 	t.Helper()
-	holdRedis(t)
+	// Restarts of the shared Redis by other packages' tests (redisstream)
+	// would wipe this test's keys midway: hold them off.
+	testenv.HoldBroker(t, "redis")
 	opt, err := redis.ParseURL(testenv.Redis(t))
 	if err != nil {
 		t.Fatal(err)
