@@ -248,9 +248,19 @@ func TestWindowBoundsReceive(t *testing.T) {
 	if len(r.settled) != 2 || !r.settled[0].Ack || r.settled[1].Ack {
 		t.Errorf("settled %+v, want ack then nack", r.settled)
 	}
-	// 3 held unsettled + 1 fetched into the freed slot but not yet delivered.
-	if len(r.released) != 4 {
-		t.Errorf("released %d handles, want the 4 unsettled", len(r.released))
+	// The 3 held unsettled messages, plus 1 if the slot the nack freed was
+	// refilled before Close (it was fetched but not yet delivered).
+	rel := map[any]bool{}
+	for _, h := range r.released {
+		rel[h] = true
+	}
+	for _, m := range held[1:] {
+		if h := int(m.ID[0] - 'a'); !rel[h] {
+			t.Errorf("held message %s (handle %d) not released", m.ID, h)
+		}
+	}
+	if len(r.released) < 3 || len(r.released) > 4 {
+		t.Errorf("released %d handles, want the 3 held (+1 prefetched)", len(r.released))
 	}
 	if !r.closed {
 		t.Error("receiver not closed")
