@@ -45,7 +45,7 @@ func Check(ctx context.Context, cfg Config) []EndpointStatus {
 	}
 	i := 0
 	for _, r := range cfg.Routes {
-		jobs = append(jobs, job{&out[i], withGroup(r.From.URL, r.From.Group), true}, job{&out[i+1], r.To.URL, false})
+		jobs = append(jobs, job{&out[i], sourceURL(r.From), true}, job{&out[i+1], r.To.URL, false})
 		i += 2
 		if r.Poison != nil {
 			jobs = append(jobs, job{&out[i], r.Poison.URL, false})

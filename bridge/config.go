@@ -18,7 +18,8 @@ import (
 const (
 	DefaultHTTPAddress     = "127.0.0.1:9470"
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultConcurrency     = 64
+	DefaultConcurrency     = 128
+	DefaultSourceInFlight  = 256
 	DefaultBatch           = 100
 	MaxConcurrency         = 4096
 	DefaultPublishTimeout  = 30 * time.Second
@@ -83,8 +84,8 @@ type Route struct {
 	// Concurrency is how many messages are forwarded at once ("concurrency").
 	// Messages with the same Key are always forwarded one after another in
 	// delivery order; set 1 to keep the order of the whole topic. It is
-	// bounded in practice by the source's in-flight window (inflight= in
-	// most adapters' URLs). Default 64.
+	// bounded in practice by the source's in-flight window (Source.InFlight).
+	// Default 128.
 	Concurrency int
 	// Batch is the most messages published to the destination in one call
 	// ("batch"): copies forwarded at the same time share a Publish call
@@ -121,6 +122,13 @@ type Source struct {
 	// bridges running in opposite directions spell the same broker
 	// differently (a DNS name and an IP address, other Kafka seeds).
 	ID string
+	// InFlight is the subscription's window of unsettled messages
+	// ("inflight"), set as inflight= on the URL unless the URL has it.
+	// Forwarding is bound by window ÷ (consume + publish latency), so a
+	// bridge wants a larger window than an application. Default 256 for
+	// the schemes of this module (all take inflight=); for other schemes
+	// only when set.
+	InFlight int
 }
 
 // Destination is the publishing end of a route.
@@ -199,6 +207,9 @@ func (c Config) withDefaults() Config {
 		}
 		if r.Concurrency == 0 {
 			r.Concurrency = DefaultConcurrency
+		}
+		if r.From.InFlight == 0 && builtinScheme(r.From.URL) {
+			r.From.InFlight = DefaultSourceInFlight
 		}
 		if r.Batch == 0 {
 			r.Batch = DefaultBatch
@@ -327,6 +338,9 @@ func (r Route) validate(p *problems, path string) {
 		sourceHopID(r.From) == destHopID(Destination{URL: r.To.URL, Topic: toTopic, ID: r.To.ID}) {
 		p.add(dst, "route forwards %s to itself", r.From.Topic)
 	}
+	if r.From.InFlight < 0 {
+		p.add(src+".inflight", "%d: must be at least 1", r.From.InFlight)
+	}
 	if r.Concurrency < 0 || r.Concurrency > MaxConcurrency {
 		p.add(path+".concurrency", "%d: want 1 to %d", r.Concurrency, MaxConcurrency)
 	}
@@ -416,4 +430,18 @@ func sourceAsPublisherURL(raw string) (string, bool) {
 	u.RawQuery = ""
 	u.ForceQuery = false
 	return u.String(), true
+}
+
+// builtinScheme reports whether raw uses a scheme of this module's
+// adapters, which all take inflight=.
+func builtinScheme(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "mem", "redis", "rediss", "amqp", "amqps", "kafka", "sqs", "sns":
+		return true
+	}
+	return false
 }

@@ -87,7 +87,7 @@ routes:
 	want := []string{
 		`b.yaml:3:10: log.level: "loud": want debug, info, warn or error`,
 		`b.yaml:4:1: htp: unknown field (did you mean "http"?); known fields here: http, log, name, routes, shutdown_timeout`,
-		`b.yaml:10:7: routes[0].from.topik: unknown field (did you mean "topic"?); known fields here: group, id, topic, url`,
+		`b.yaml:10:7: routes[0].from.topik: unknown field (did you mean "topic"?); known fields here: group, id, inflight, topic, url`,
 		`b.yaml:8:5: routes[0].from.topic: required`,
 		`b.yaml:13:12: routes[0].to.url: environment variable PASSWORD is not set (use ${PASSWORD:-default} for a default)`,
 		`b.yaml:14:18: routes[0].concurrency: "many": want a whole number`,

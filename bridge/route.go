@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,7 +63,7 @@ func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics
 		cfg:          rc,
 		srcHop:       sourceHopID(rc.From),
 		dstHop:       destHopID(rc.To),
-		fromURL:      withGroup(rc.From.URL, rc.From.Group),
+		fromURL:      sourceURL(rc.From),
 		shutdown:     shutdown,
 		log:          log.With("route", rc.Name),
 		m:            m,
@@ -70,19 +72,43 @@ func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics
 	return r
 }
 
+// sourceURL is the URL the route subscribes with: the configured one plus
+// group= and inflight= unless it has them.
+func sourceURL(s Source) string {
+	raw := withGroup(s.URL, s.Group)
+	if s.InFlight <= 0 {
+		return raw
+	}
+	return withQuery(raw, func(q url.Values) {
+		if q.Get("inflight") == "" {
+			q.Set("inflight", strconv.Itoa(s.InFlight))
+		}
+	})
+}
+
 // withGroup returns raw with group=g in its query, unless g is empty.
 func withGroup(raw, g string) string {
 	if g == "" {
 		return raw
 	}
+	return withQuery(raw, func(q url.Values) { q.Set("group", g) })
+}
+
+// withQuery returns raw with its query changed by edit. A URL without a
+// host keeps its "//" (sqs://?region=...).
+func withQuery(raw string, edit func(url.Values)) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
 	}
 	q := u.Query()
-	q.Set("group", g)
+	edit(q)
 	u.RawQuery = q.Encode()
-	return u.String()
+	out := u.String()
+	if u.Host == "" && u.Path == "" && u.Opaque == "" && strings.HasPrefix(raw, u.Scheme+"://") {
+		out = u.Scheme + "://" + strings.TrimPrefix(out, u.Scheme+":")
+	}
+	return out
 }
 
 // run forwards until ctx is done, then drains. It returns nil after a

@@ -335,7 +335,8 @@ func (d *decoder) route(n *yaml.Node, path string, r *Route) {
 				field{"url", d.str(&r.From.URL)},
 				field{"topic", d.str(&r.From.Topic)},
 				field{"group", d.str(&r.From.Group)},
-				field{"id", d.str(&r.From.ID)})
+				field{"id", d.str(&r.From.ID)},
+				field{"inflight", d.int(&r.From.InFlight)})
 		}},
 		field{"to", func(n *yaml.Node, path string) {
 			d.mapping(n, path,

@@ -1,0 +1,23 @@
+package bridge
+
+import "testing"
+
+func TestSourceURL(t *testing.T) {
+	cases := []struct {
+		src  Source
+		want string
+	}{
+		{Source{URL: "redis://h:6379/0", Group: "g"}, "redis://h:6379/0?group=g&inflight=256"},
+		{Source{URL: "amqp://u:p@h/?inflight=10", Group: "g"}, "amqp://u:p@h/?group=g&inflight=10"},
+		{Source{URL: "kafka://h:9092?group=g", InFlight: 1000}, "kafka://h:9092?group=g&inflight=1000"},
+		{Source{URL: "sqs://?region=r"}, "sqs://?inflight=256&region=r"},
+		{Source{URL: "nats://h", Group: "g"}, "nats://h?group=g"},
+		{Source{URL: "nats://h", Group: "g", InFlight: 5}, "nats://h?group=g&inflight=5"},
+	}
+	for _, c := range cases {
+		cfg := Config{Routes: []Route{{From: c.src}}}.withDefaults()
+		if got := sourceURL(cfg.Routes[0].From); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.src, got, c.want)
+		}
+	}
+}
