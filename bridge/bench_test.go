@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -105,11 +106,12 @@ func benchBackends(b *testing.B) []benchBackend {
 }
 
 // BenchmarkRoute measures, per ordered pair of backends and in the same
-// run, (1) relay consuming and acking a backlog on the source, (2) relay
+// run, (1) relay consuming and acking a backlog on the source (with the
+// bridge's in-flight window, 256), (2) relay
 // publishing to the destination in batches of 100 from 4 goroutines and
 // (3) one message per Publish call from 16 goroutines (the bridge's
 // pattern), and (4) the bridge forwarding a backlog from source to
-// destination with the default route settings (concurrency 16). It reports
+// destination with the default route settings. It reports
 // each rate in msg/s and fwd/min, the ratio of forwarding to the slower of
 // (1) and (2). Run it with:
 //
@@ -178,10 +180,14 @@ func provisioned(b *testing.B, be benchBackend, topic, group string) relay.Subsc
 	return sub
 }
 
-// measureConsume returns the rate of consuming and acking a backlog.
+// measureConsume returns the rate of consuming and acking a backlog, with
+// the in-flight window the bridge uses by default.
 func measureConsume(b *testing.B, be benchBackend) float64 {
 	topic := "bench-c-" + benchID()
-	sub := provisioned(b, be, topic, "g")
+	window := benchBackend{name: be.name, pubURL: be.pubURL, subURL: func(g string) string {
+		return withQuery(be.subURL(g), "inflight", strconv.Itoa(bridge.DefaultSourceInFlight))
+	}}
+	sub := provisioned(b, window, topic, "g")
 	defer sub.Close()
 	fill(b, be, topic)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -52,10 +52,9 @@ type route struct {
 
 // session is one connected run of a route.
 type session struct {
-	pub, sub io.Closer
-	pubH     relay.HealthChecker
-	subH     relay.HealthChecker
-	rt       *router.Router
+	pubH relay.HealthChecker
+	subH relay.HealthChecker
+	rt   *router.Router
 }
 
 func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics) *route {
@@ -117,9 +116,12 @@ func withQuery(raw string, edit func(url.Values)) string {
 func (r *route) run(ctx context.Context) error {
 	bo := backoff.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
 	for {
-		err := r.session(ctx)
+		connected, err := r.session(ctx)
 		if ctx.Err() != nil {
 			return err
+		}
+		if connected {
+			bo.Reset()
 		}
 		r.setErr(err)
 		r.log.Error("route stopped; reconnecting", "err", err, "attempt", bo.Attempts()+1)
@@ -136,8 +138,9 @@ func (r *route) setErr(err error) {
 }
 
 // session connects, runs a router until ctx is done or the subscription
-// fails, and closes everything it opened.
-func (r *route) session(ctx context.Context) error {
+// fails, and closes everything it opened. connected reports whether it got
+// as far as subscribing.
+func (r *route) session(ctx context.Context) (connected bool, err error) {
 	var closers []io.Closer
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -148,27 +151,27 @@ func (r *route) session(ctx context.Context) error {
 	defer cancel()
 	pub, err := relay.OpenPublisher(openCtx, r.cfg.To.URL)
 	if err != nil {
-		return fmt.Errorf("open destination %s: %w", relay.Redact(r.cfg.To.URL), err)
+		return false, fmt.Errorf("open destination %s: %w", relay.Redact(r.cfg.To.URL), err)
 	}
 	closers = append(closers, pub)
 	sub, err := relay.OpenSubscriber(openCtx, r.fromURL)
 	if err != nil {
 		closeAll()
-		return fmt.Errorf("open source %s: %w", relay.Redact(r.fromURL), err)
+		return false, fmt.Errorf("open source %s: %w", relay.Redact(r.fromURL), err)
 	}
 	closers = append(closers, sub)
 	poisonPub := pub
 	if p := r.cfg.Poison; p != nil && p.URL != r.cfg.To.URL {
 		if poisonPub, err = relay.OpenPublisher(openCtx, p.URL); err != nil {
 			closeAll()
-			return fmt.Errorf("open poison destination %s: %w", relay.Redact(p.URL), err)
+			return false, fmt.Errorf("open poison destination %s: %w", relay.Redact(p.URL), err)
 		}
 		closers = append(closers, poisonPub)
 	}
 	if pv, ok := sub.(relay.Provisioner); ok {
 		if err := pv.Provision(openCtx, r.cfg.From.Topic); err != nil {
 			closeAll()
-			return fmt.Errorf("provision source topic %q: %w", r.cfg.From.Topic, err)
+			return false, fmt.Errorf("provision source topic %q: %w", r.cfg.From.Topic, err)
 		}
 	}
 	cancel()
@@ -176,28 +179,29 @@ func (r *route) session(ctx context.Context) error {
 	rt, err := router.New(router.Config{CloseTimeout: r.shutdown, Logger: r.log})
 	if err != nil {
 		closeAll()
-		return err
+		return false, err
 	}
 	mws, err := r.chain(poisonPub)
 	if err != nil {
 		closeAll()
-		return err
+		return false, err
 	}
-	flushers := 1
-	if r.cfg.Batch > 1 {
-		flushers = min(4, r.cfg.Concurrency)
-	}
-	f := &forwarder{r: r, batch: newBatcher(pub, r.cfg.To.Topic, r.cfg.Batch, flushers, r.cfg.PublishTimeout)}
+	f := &forwarder{r: r}
 	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
 		router.WithConcurrency(r.cfg.Concurrency),
 		router.WithMiddleware(mws...))
 	if err != nil {
 		closeAll()
-		return err
+		return false, err
 	}
 	rt.Own(closers...)
 
-	s := &session{pub: pub, sub: sub, rt: rt}
+	flushers := 1
+	if r.cfg.Batch > 1 {
+		flushers = min(4, r.cfg.Concurrency)
+	}
+	f.batch = newBatcher(pub, r.cfg.To.Topic, r.cfg.Batch, flushers, r.cfg.PublishTimeout)
+	s := &session{rt: rt}
 	s.pubH, _ = pub.(relay.HealthChecker)
 	s.subH, _ = sub.(relay.HealthChecker)
 	r.mu.Lock()
@@ -214,6 +218,11 @@ func (r *route) session(ctx context.Context) error {
 		"to", relay.Redact(r.cfg.To.URL), "to_topic", r.cfg.To.Topic,
 		"concurrency", r.cfg.Concurrency, "hop_source", r.srcHop, "hop_destination", r.dstHop)
 	err = rt.Run(ctx)
+	select {
+	case <-rt.Running():
+		connected = true
+	default: // the subscription failed
+	}
 	f.batch.close()
 	stopPoll()
 	<-pollDone
@@ -224,12 +233,12 @@ func (r *route) session(ctx context.Context) error {
 		} else {
 			r.log.Info("route drained")
 		}
-		return err
+		return connected, err
 	}
 	if err == nil {
 		err = errors.New("router stopped")
 	}
-	return err
+	return connected, err
 }
 
 // poll refreshes the lag gauge until ctx is done, when the source

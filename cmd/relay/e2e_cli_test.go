@@ -195,3 +195,48 @@ func TestDryRun(t *testing.T) {
 		t.Error("dry run leaked the password")
 	}
 }
+
+// TestNotReadyWhileADestinationIsDown: a route whose destination cannot be
+// reached keeps the bridge running but not ready, /readyz says why without
+// the password, and SIGTERM still exits 0.
+func TestNotReadyWhileADestinationIsDown(t *testing.T) {
+	holdBrokers(t)
+	r := redisBackend(t)
+	run := id()
+	cfg := fmt.Sprintf(`routes:
+  - name: up
+    from: {url: %q, topic: a-%s, group: g}
+    to: {url: %q, topic: b-%s}
+  - name: down
+    from: {url: %q, topic: c-%s, group: g}
+    to: {url: "amqp://user:${SECRET}@127.0.0.1:1/?connect_timeout=1s"}
+`, r.pubURL, run, r.pubURL, run, r.pubURL, run)
+	br := startBridgeEnv(t, cfg, []string{"SECRET=s3cr3t-pw"}, false)
+	var body string
+	for range 100 {
+		var code int
+		code, body = br.get("/readyz")
+		if code == 503 && strings.Contains(body, "route down: not connected: open destination amqp://user:xxxxx@127.0.0.1:1/") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(body, "route down: not connected: open destination amqp://user:xxxxx@127.0.0.1:1/") || strings.Contains(body, "route up") {
+		t.Errorf("/readyz:\n%s", body)
+	}
+	if code, _ := br.get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	if v := br.metric(`relay_bridge_endpoint_up{end="source",route="up"}`); v != 1 {
+		t.Errorf("route up: source up = %v", v)
+	}
+	if v := br.metric(`relay_bridge_endpoint_up{end="destination",route="down"}`); v != 0 {
+		t.Errorf("route down: destination up = %v", v)
+	}
+	if code := br.signal(syscall.SIGTERM, time.Minute); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	if strings.Contains(body+br.err.String(), "s3cr3t-pw") {
+		t.Error("the password leaked")
+	}
+}

@@ -351,13 +351,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// start runs relay with args; stdin may be nil.
-func start(t *testing.T, stdin io.Reader, args ...string) *proc {
-	t.Helper()
-	return startEnv(t, nil, stdin, args...)
-}
-
-// startEnv is start with extra environment variables (KEY=VALUE).
+// startEnv runs relay with args and extra environment variables
+// (KEY=VALUE); stdin may be nil.
 func startEnv(t *testing.T, env []string, stdin io.Reader, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, out: &syncBuffer{}, err: &syncBuffer{}, done: make(chan struct{})}
@@ -421,15 +416,22 @@ func writeFile(t *testing.T, name, content string) string {
 // returns once /readyz says ready.
 func startBridge(t *testing.T, cfg string) *proc {
 	t.Helper()
+	return startBridgeEnv(t, cfg, nil, true)
+}
+
+// startBridgeEnv is startBridge with extra environment variables; with
+// ready false it returns as soon as the HTTP endpoint serves.
+func startBridgeEnv(t *testing.T, cfg string, env []string, ready bool) *proc {
+	t.Helper()
 	file := writeFile(t, "bridge.yaml", cfg)
-	p := start(t, nil, "bridge", "-c", file, "--http", "127.0.0.1:0", "--log-level", "debug")
+	p := startEnv(t, env, nil, "bridge", "-c", file, "--http", "127.0.0.1:0", "--log-level", "debug")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if m := addrRE.FindStringSubmatch(p.err.String()); m != nil && p.addr == "" {
 			p.addr = m[1]
 		}
 		if p.addr != "" {
-			if code, _ := p.get("/readyz"); code == 200 {
+			if code, _ := p.get("/readyz"); code == 200 || (!ready && code == 503) {
 				return p
 			}
 		}
