@@ -3,9 +3,10 @@ package relay
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"sync"
 	"time"
+
+	"github.com/go-relay/relay/internal/uuid"
 )
 
 var idState struct {
@@ -43,15 +44,5 @@ func NewID() string {
 	u[7] = byte(seq)
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 
-	var s [36]byte
-	hex.Encode(s[0:8], u[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], u[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], u[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], u[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], u[10:16])
-	return string(s[:])
+	return uuid.String(u)
 }
