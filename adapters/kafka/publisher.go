@@ -78,14 +78,7 @@ func (d *pubDriver) ValidateTopic(topic string) error { return validateTopic(top
 
 // ValidateMessage checks the record size as the broker counts it.
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
-	if n := recordSize(m); n > d.caps.MaxMessageBytes {
-		what := "message size"
-		if len(m.Payload) > d.caps.MaxMessageBytes {
-			what = "payload"
-		}
-		return &relay.LimitError{MessageID: m.ID, What: what, Limit: d.caps.MaxMessageBytes, Actual: n}
-	}
-	return nil
+	return driver.SizeError(m, recordSize(m), d.caps.MaxMessageBytes)
 }
 
 // batchWait collects the outcome of one SendBatch's records.

@@ -81,10 +81,7 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 // ValidateMessage checks the size of the entry as written (field names
 // included) against MaxBytes.
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
-	if n := encodedSize(m); n > d.cfg.MaxBytes {
-		return &relay.LimitError{MessageID: m.ID, What: "message size", Limit: d.cfg.MaxBytes, Actual: n}
-	}
-	return nil
+	return driver.SizeError(m, encodedSize(m), d.cfg.MaxBytes)
 }
 
 func (d *pubDriver) xaddArgs(key string, m *relay.Message, minID string) *redis.XAddArgs {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/internal/driver"
 )
 
 // pubDriver is the broker half of an sqs:// or sns:// publisher.
@@ -70,14 +71,7 @@ func (d *pubDriver) ValidateMessage(topic string, m *relay.Message) error {
 		return &relay.LimitError{MessageID: m.ID, What: "key",
 			Detail: fmt.Sprintf("required on FIFO %s %q: the Key is the MessageGroupId that orders messages", d.noun(), topic)}
 	}
-	if n := encodedSize(m); n > d.cfg.MaxBytes {
-		what := "message size"
-		if len(m.Payload) > d.cfg.MaxBytes {
-			what = "payload"
-		}
-		return &relay.LimitError{MessageID: m.ID, What: what, Limit: d.cfg.MaxBytes, Actual: n}
-	}
-	return nil
+	return driver.SizeError(m, encodedSize(m), d.cfg.MaxBytes)
 }
 
 func (d *pubDriver) noun() string {

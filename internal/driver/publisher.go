@@ -175,15 +175,24 @@ func CheckSize(m *relay.Message, caps relay.Capabilities) error {
 		return &relay.LimitError{MessageID: m.ID, What: "metadata keys", Limit: caps.MaxMetadataKeys, Actual: len(m.Metadata)}
 	}
 	if caps.MaxMessageBytes > 0 {
-		if n := EncodedSize(m); n > caps.MaxMessageBytes {
-			what := "message size"
-			if len(m.Payload) > caps.MaxMessageBytes {
-				what = "payload"
-			}
-			return &relay.LimitError{MessageID: m.ID, What: what, Limit: caps.MaxMessageBytes, Actual: n}
-		}
+		return SizeError(m, EncodedSize(m), caps.MaxMessageBytes)
 	}
 	return nil
+}
+
+// SizeError is nil when size, m's size as a backend counts it, is within
+// limit; otherwise a *relay.LimitError about the payload when the payload
+// alone exceeds limit, else about the message size. For MessageValidators
+// that count size their own way.
+func SizeError(m *relay.Message, size, limit int) error {
+	if size <= limit {
+		return nil
+	}
+	what := "message size"
+	if len(m.Payload) > limit {
+		what = "payload"
+	}
+	return &relay.LimitError{MessageID: m.ID, What: what, Limit: limit, Actual: size}
 }
 
 // EncodedSize is the byte count of payload, ID, Key and metadata keys and values.
