@@ -1,0 +1,295 @@
+//go:build faults
+
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
+	_ "github.com/go-relay/relay/adapters/amqp"
+	_ "github.com/go-relay/relay/adapters/kafka"
+	_ "github.com/go-relay/relay/adapters/memory"
+	_ "github.com/go-relay/relay/adapters/redisstream"
+	_ "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// Result is one row of the reliability table. The report generator
+// (./report) reads the same JSON.
+type Result struct {
+	Scenario string  `json:"scenario"`
+	Adapter  string  `json:"adapter"`
+	Sent     int     `json:"sent"`
+	Received int     `json:"received"` // distinct IDs received
+	Lost     int     `json:"lost"`
+	Dups     int     `json:"duplicates"` // deliveries beyond the first per ID
+	Seconds  float64 `json:"seconds"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// record appends r to the results file named by RELAY_FAULTS_RESULTS (if
+// set) and logs it. A lost message or an unexpected ID fails t.
+func record(t *testing.T, r Result, start time.Time) {
+	t.Helper()
+	r.Seconds = time.Since(start).Round(100 * time.Millisecond).Seconds()
+	t.Logf("RESULT %s/%s: sent %d received %d lost %d duplicates %d (%.1fs) %s",
+		r.Scenario, r.Adapter, r.Sent, r.Received, r.Lost, r.Dups, r.Seconds, r.Note)
+	if path := os.Getenv("RELAY_FAULTS_RESULTS"); path != "" {
+		line, _ := json.Marshal(r)
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Errorf("writing result: %v", err)
+		} else {
+			_, _ = f.Write(append(line, '\n'))
+			_ = f.Close()
+		}
+	}
+	if r.Lost > 0 {
+		t.Errorf("%s/%s: %d of %d messages lost", r.Scenario, r.Adapter, r.Lost, r.Sent)
+	}
+}
+
+// ledger tracks the IDs sent and the deliveries received. Safe for
+// concurrent use.
+type ledger struct {
+	mu      sync.Mutex
+	sent    map[string]bool
+	got     map[string]int
+	unknown []string
+	missing int // sent IDs not received yet
+	changed chan struct{}
+}
+
+func newLedger() *ledger {
+	return &ledger{sent: map[string]bool{}, got: map[string]int{}, changed: make(chan struct{}, 1)}
+}
+
+// expect declares ids as sent before they are published, so a delivery
+// that overtakes the Publish return is not taken for a stranger.
+func (l *ledger) expect(msgs []*relay.Message) {
+	l.mu.Lock()
+	for _, m := range msgs {
+		if !l.sent[m.ID] {
+			l.sent[m.ID] = true
+			l.missing++
+		}
+	}
+	l.mu.Unlock()
+}
+
+func (l *ledger) receive(id string) {
+	l.mu.Lock()
+	if l.sent[id] {
+		if l.got[id] == 0 {
+			l.missing--
+		}
+		l.got[id]++
+	} else {
+		l.unknown = append(l.unknown, id)
+	}
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// counts returns sent, distinct received, lost and duplicates.
+func (l *ledger) counts() (sent, received, lost, dups int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.sent {
+		n := l.got[id]
+		if n == 0 {
+			lost++
+		} else {
+			received++
+			dups += n - 1
+		}
+	}
+	return len(l.sent), received, lost, dups
+}
+
+// waitAll waits until every sent ID was received or limit passed.
+func (l *ledger) waitAll(limit time.Duration) {
+	deadline := time.After(limit)
+	for {
+		l.mu.Lock()
+		missing := l.missing
+		l.mu.Unlock()
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-l.changed:
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// result builds the row for the ledger and checks for strangers.
+func (l *ledger) result(t *testing.T, scenario, adapter, note string) Result {
+	t.Helper()
+	sent, received, lost, dups := l.counts()
+	l.mu.Lock()
+	if len(l.unknown) > 0 {
+		u := append([]string(nil), l.unknown...)
+		sort.Strings(u)
+		if len(u) > 5 {
+			u = u[:5]
+		}
+		t.Errorf("%s/%s: %d deliveries of IDs never sent, e.g. %v", scenario, adapter, len(l.unknown), u)
+	}
+	l.mu.Unlock()
+	return Result{Scenario: scenario, Adapter: adapter, Sent: sent, Received: received, Lost: lost, Dups: dups, Note: note}
+}
+
+// consume acks every delivery of ch into l until ch closes.
+func consume(l *ledger, ch <-chan *relay.Message, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for m := range ch {
+			l.receive(m.ID)
+			_ = m.Ack()
+		}
+	}()
+}
+
+func unique(prefix string) string { return prefix + "-" + relay.NewID()[24:] }
+
+// withParams returns base with the query parameters kv set.
+func withParams(t testing.TB, base string, kv ...string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func openPub(t testing.TB, raw string) relay.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := relay.OpenPublisher(ctx, raw)
+	if err != nil {
+		t.Fatalf("OpenPublisher(%s): %v", relay.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func openSub(t testing.TB, raw string) relay.Subscriber {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := relay.OpenSubscriber(ctx, raw)
+	if err != nil {
+		t.Fatalf("OpenSubscriber(%s): %v", relay.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// provision creates topic and the subscriber's group ahead of publishing.
+func provision(t testing.TB, s relay.Subscriber, topic string) {
+	t.Helper()
+	p, ok := s.(relay.Provisioner)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Provision(ctx, topic); err != nil {
+		t.Fatalf("Provision(%s): %v", topic, err)
+	}
+}
+
+// batchOf returns n new messages with distinct payloads of size bytes.
+func batchOf(n, size int, tag string) []*relay.Message {
+	out := make([]*relay.Message, n)
+	for i := range out {
+		p := make([]byte, size)
+		copy(p, fmt.Sprintf("%s %d", tag, i))
+		out[i] = relay.NewMessage(p)
+	}
+	return out
+}
+
+// publishAll publishes msgs in batches, retrying a failed batch (the same
+// IDs, so a retry shows up as a duplicate, never as a stranger) until it
+// is accepted or limit passes. It returns how many Publish calls failed.
+func publishAll(t testing.TB, l *ledger, p relay.Publisher, topic string, msgs []*relay.Message, batch int, progress func(done int)) (failures int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for i := 0; i < len(msgs); i += batch {
+		b := msgs[i:min(i+batch, len(msgs))]
+		l.expect(b)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			err := p.Publish(ctx, topic, b...)
+			cancel()
+			if err == nil {
+				break
+			}
+			failures++
+			if time.Now().After(deadline) {
+				t.Fatalf("publishing %d messages: still failing after 3m: %v", len(b), err)
+			}
+			t.Logf("publish failed (retrying the batch): %v", err)
+			time.Sleep(200 * time.Millisecond)
+		}
+		if progress != nil {
+			progress(i + len(b))
+		}
+	}
+	return failures
+}
+
+// lockBroker takes the restart lock that the adapters' own restart tests
+// use (a flock on $TMPDIR/relay-<broker>-restart.lock), exclusively while
+// this test stops the broker. Best effort where flock is missing.
+func lockBroker(t testing.TB, broker string) (unlock func()) {
+	t.Helper()
+	path := os.TempDir() + "/relay-" + broker + "-restart.lock"
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Logf("no restart lock (%v); going on", err)
+		return func() {}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		t.Logf("no restart lock (%v); going on", err)
+		return func() {}
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }
+}
+
+var (
+	redisURL = func(t testing.TB) string { return testenv.Redis(t) }
+	amqpURL  = func(t testing.TB) string { return testenv.AMQP(t) }
+)

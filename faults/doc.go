@@ -1,0 +1,11 @@
+// Package faults holds the fault-injection scenarios of relay: broker
+// restarts, consumers killed with SIGKILL, misbehaving handlers and a
+// 100k-message backlog. Each publishes a known set of message IDs, injects
+// its fault mid-stream and reconciles what arrived: every ID at least once
+// (lost must be 0), duplicates counted, nothing unexpected.
+//
+// The scenarios are tests behind the build tag "faults", so that the plain
+// test suite does not run them; run them with `make faults`, which also
+// runs the fuzz targets for a bounded time and regenerates
+// docs/reliability.md from the results (see ./report).
+package faults
