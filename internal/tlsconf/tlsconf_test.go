@@ -1,54 +1,28 @@
 package tlsconf
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 	"github.com/go-relay/relay/internal/urlopt"
 )
 
-// certFiles writes a self-signed certificate and its key as PEM files.
-func certFiles(t *testing.T) (certFile, keyFile string) {
+// certFiles writes a CA certificate and a client certificate and key it
+// issued as PEM files.
+func certFiles(t *testing.T) (caFile, certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tlsconf.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := testenv.NewCA(t)
 	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
+	caFile, certFile, keyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	ca.WriteCA(t, caFile)
+	testenv.WritePair(t, ca.Client(t, "relay"), certFile, keyFile)
+	return caFile, certFile, keyFile
 }
 
 func TestReadEveryParam(t *testing.T) {
@@ -71,8 +45,8 @@ func TestReadEveryParam(t *testing.T) {
 }
 
 func TestBuild(t *testing.T) {
-	cert, key := certFiles(t)
-	tc, err := Files{CAFile: cert, CertFile: cert, KeyFile: key}.Config("default.host")
+	ca, cert, key := certFiles(t)
+	tc, err := Files{CAFile: ca, CertFile: cert, KeyFile: key}.Config("default.host")
 	if err != nil {
 		t.Fatal(err)
 	}
