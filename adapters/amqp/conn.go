@@ -211,7 +211,7 @@ func (s *supervisor) run(conn *amqp091.Connection) {
 		s.setState(StateReconnecting)
 		s.log.Warn("relay: connection lost; reconnecting", "err", reason)
 		for {
-			if !sleepOrClose(&bo, s.closing) {
+			if !bo.SleepOr(s.closing) {
 				return
 			}
 			c, err := s.dial(s.ctx)
@@ -224,17 +224,6 @@ func (s *supervisor) run(conn *amqp091.Connection) {
 		bo.Reset()
 		s.install(conn)
 		s.log.Info("relay: reconnected")
-	}
-}
-
-func sleepOrClose(bo *backoff.Backoff, closing <-chan struct{}) bool {
-	t := time.NewTimer(bo.Next())
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-closing:
-		return false
 	}
 }
 

@@ -46,13 +46,17 @@ func (b *Backoff) Attempts() int { return b.n }
 
 // Sleep waits for Next() or until ctx is done; it reports whether the full
 // delay passed.
-func (b *Backoff) Sleep(ctx context.Context) bool {
+func (b *Backoff) Sleep(ctx context.Context) bool { return b.SleepOr(ctx.Done()) }
+
+// SleepOr waits for Next() or until done is closed (for loops stopped by a
+// channel rather than a context); it reports whether the full delay passed.
+func (b *Backoff) SleepOr(done <-chan struct{}) bool {
 	t := time.NewTimer(b.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-ctx.Done():
+	case <-done:
 		return false
 	}
 }
