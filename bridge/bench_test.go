@@ -3,12 +3,9 @@ package bridge_test
 import (
 	"context"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,22 +48,11 @@ var (
 	sqsSvc  *testenv.SQSService
 )
 
-// holdBrokers takes a shared lock on the files with which the adapters'
-// tests serialise their restarts of the shared local Redis and RabbitMQ,
-// so that a restart by a test of another package does not wipe the
-// benchmark's streams midway.
+// holdBrokers holds off restarts of the shared local Redis and RabbitMQ by
+// other packages' tests while the benchmark runs (see testenv.HoldBroker).
 func holdBrokers(b *testing.B) {
-	for _, name := range []string{"relay-redis-restart.lock", "relay-amqp-restart.lock"} {
-		f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
-		if err != nil {
-			continue
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-			_ = f.Close()
-			continue
-		}
-		b.Cleanup(func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() })
-	}
+	testenv.HoldBroker(b, "redis")
+	testenv.HoldBroker(b, "amqp")
 }
 
 func benchBackends(b *testing.B) []benchBackend {

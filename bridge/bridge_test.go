@@ -318,7 +318,7 @@ func TestPoisonsRejectedMessages(t *testing.T) {
 	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
 		Name:   "r",
 		From:   bridge.Source{URL: a + "?group=bridge", Topic: "in"},
-		To:     bridge.Destination{URL: b + "?maxbytes=1000", Topic: "out"},
+		To:     bridge.Destination{URL: b + "?max_bytes=1000", Topic: "out"},
 		Poison: &bridge.Poison{Topic: "in.poison"},
 	}}}, bridge.Options{Logger: quiet})
 	if err != nil {

@@ -56,15 +56,6 @@ type opener struct{}
 func (opener) OpenPublisher(_ context.Context, u *url.URL) (relay.Publisher, error) {
 	p := urlopt.New(u)
 	cfg := PublisherConfig{MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
-	// maxbytes is the old spelling (before every adapter used max_bytes),
-	// still accepted until the URLs in bridge's tests are renamed.
-	if p.Has("maxbytes") {
-		if p.Has("max_bytes") {
-			p.Fail("maxbytes", "old spelling of max_bytes; give only max_bytes")
-		} else {
-			cfg.MaxBytes = p.Int("maxbytes", DefaultMaxBytes, 1)
-		}
-	}
 	if err := p.Err(); err != nil {
 		return nil, err
 	}

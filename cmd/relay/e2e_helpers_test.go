@@ -178,31 +178,12 @@ func backends(t *testing.T) []backend {
 	return []backend{redisBackend(t), amqpBackend(t), kafkaBackend(t), sqsBackend(t), snsBackend(t)}
 }
 
-// holdBrokers takes a shared lock on the files with which the adapters'
-// tests serialise their restarts of the shared local Redis and RabbitMQ
-// (adapters/redisstream and adapters/amqp take them exclusively while a
-// broker is down). So a restart by another package's test, run in
-// parallel by "go test ./...", waits until this test ends instead of
-// wiping its streams midway; and this test waits for a restart in progress
-// to finish.
+// holdBrokers holds off restarts of the shared local Redis and RabbitMQ by
+// other packages' tests until this test ends (see testenv.HoldBroker).
 func holdBrokers(t *testing.T) {
 	t.Helper()
-	for _, name := range []string{"relay-redis-restart.lock", "relay-amqp-restart.lock"} {
-		f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
-		if err != nil {
-			t.Logf("cannot open %s (broker restarts are not held off): %v", name, err)
-			continue
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-			_ = f.Close()
-			t.Logf("cannot lock %s (broker restarts are not held off): %v", name, err)
-			continue
-		}
-		t.Cleanup(func() {
-			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-			_ = f.Close()
-		})
-	}
+	testenv.HoldBroker(t, "redis")
+	testenv.HoldBroker(t, "amqp")
 }
 
 // provision creates topic and group on b, so that messages published

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,15 +77,5 @@ func TestConfigsValidate(t *testing.T) {
 }
 
 // holdRabbit holds off restarts of the shared RabbitMQ by other packages'
-// tests (they take this lock exclusively) while the walk-through runs.
-func holdRabbit(t *testing.T) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "relay-amqp-restart.lock"), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
-		_ = f.Close()
-		return
-	}
-	t.Cleanup(func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() })
-}
+// tests while the walk-through runs (see testenv.HoldBroker).
+func holdRabbit(t *testing.T) { testenv.HoldBroker(t, "amqp") }
