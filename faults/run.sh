@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `make faults`: the fault-injection scenarios, the fuzz targets for a
+# bounded time, then docs/reliability.md regenerated from the results.
+#
+# Needs Redis and RabbitMQ up as for `make test` (scripts/test.sh starts
+# them; CI runs it first). A missing broker fails, it is not skipped.
+# Kafka runs on kfake and SQS on goaws, in process / as a subprocess.
+#
+# Environment: FUZZTIME (per fuzz target, default 20s; "0" skips fuzzing),
+# FAULTS_RUN (a -run pattern to narrow the scenarios).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export RELAY_REQUIRE_BROKERS=1
+fuzztime=${FUZZTIME:-20s}
+work=$(mktemp -d "${TMPDIR:-/tmp}/relay-faults.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+results=$work/results.jsonl fuzz=$work/fuzz.jsonl log=${RELAY_FAULTS_LOG:-${TMPDIR:-/tmp}/relay-faults.log}
+: >"$results" >"$fuzz"
+start=$SECONDS
+
+echo "==> fault scenarios: go test -race -tags faults ./faults (full output: $log)"
+RELAY_FAULTS_RESULTS=$results go test -race -tags faults -count=1 -p 1 -timeout 9m -v \
+	${FAULTS_RUN:+-run "$FAULTS_RUN"} ./faults/ >"$log" 2>&1
+tests_rc=$?
+grep -E '^(--- |ok |FAIL|PASS)|RESULT' "$log" | sed 's/^ *//'
+tests_ok=true
+((tests_rc == 0)) || tests_ok=false
+
+# package target: every fuzz target of the module.
+targets=(
+	".                    FuzzOpenURL"
+	"./bridge             FuzzParse"
+	"./adapters/redisstream FuzzDecode"
+	"./adapters/amqp      FuzzDecode"
+	"./adapters/kafka     FuzzDecodeRecord"
+	"./adapters/sqs       FuzzDecode"
+)
+fuzz_ok=true
+if [[ $fuzztime != 0 ]]; then
+	for t in "${targets[@]}"; do
+		read -r pkg name <<<"$t"
+		echo "==> fuzz $pkg $name for $fuzztime"
+		t0=$SECONDS
+		out=$(go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1)
+		rc=$?
+		execs=$(grep -oE 'execs: [0-9]+' <<<"$out" | tail -1 | grep -oE '[0-9]+' || true)
+		ok=true
+		if ((rc != 0)); then
+			ok=false fuzz_ok=false
+			echo "$out" | tail -30
+		fi
+		printf '{"target":"%s","package":"%s","seconds":%d,"execs":%d,"ok":%s}\n' \
+			"$name" "$pkg" $((SECONDS - t0)) "${execs:-0}" "$ok" >>"$fuzz"
+	done
+fi
+
+go run ./faults/report -results "$results" -fuzz "$fuzz" -doc docs/reliability.md \
+	-tests-ok=$tests_ok -took $((SECONDS - start))s
+report_rc=$?
+echo "==> make faults took $((SECONDS - start))s"
+if [[ $tests_ok != true || $fuzz_ok != true || $report_rc != 0 ]]; then
+	echo "FAIL: faults (scenarios ok=$tests_ok, fuzz ok=$fuzz_ok; see $log)" >&2
+	exit 1
+fi
+echo "PASS: faults"
