@@ -1,7 +1,7 @@
 # The README's commands. Each target is a thin wrapper; run `make help`.
 GO ?= go
 
-.PHONY: help demo test bench lint build
+.PHONY: help demo test faults bench lint build
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
@@ -11,6 +11,9 @@ demo: ## run the checkout demo on the in-process backend (BROKER=url to change)
 
 test: ## run all tests, starting Redis/RabbitMQ if needed (what CI runs; PKGS=./x/... to narrow)
 	scripts/test.sh $(PKGS)
+
+faults: ## fault scenarios (restarts, SIGKILL, poison, backlog) + fuzzing; writes docs/reliability.md (~5 min)
+	faults/run.sh
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./...
