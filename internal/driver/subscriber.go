@@ -77,8 +77,7 @@ type ProvisionDriver interface {
 // Options tune the shared subscription machinery. Zero values take defaults.
 type Options struct {
 	// InFlight is how many unsettled messages a subscription may hold.
-	// Settlements are sent to the broker in batches while reading goes on,
-	// so the broker may see up to twice as many unacknowledged. Default 64.
+	// Default 64.
 	InFlight int
 	// ExtendEvery is the lease-extension period for Extender receivers.
 	// Default 0: no extension.
@@ -223,7 +222,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		cancel:    cancel,
 		stopAfter: stop,
 		out:       make(chan *relay.Message, s.opts.InFlight),
-		window:    s.opts.InFlight,
+		free:      s.opts.InFlight,
 		flushAt:   max(1, s.opts.InFlight/4),
 		unsettled: make(map[uint64]any),
 		delayed:   make(map[uint64]*delayedNack),
@@ -275,10 +274,9 @@ type subscription struct {
 	mu        sync.Mutex
 	ended     bool
 	nextID    uint64
-	window    int // Options.InFlight
+	free      int // window slots: InFlight minus unsettled and unflushed settlements
 	flushAt   int // pending settlements that trigger a flush without lingering
-	held      int // pending settlements counted in unflushed
-	unflushed int // settlements made but not yet passed to the broker
+	held      int // slots held by pending settlements, freed once they are flushed
 	unsettled map[uint64]any
 	delayed   map[uint64]*delayedNack
 	pending   []Settle
@@ -364,7 +362,7 @@ func (s *subscription) receiveLoop() {
 	var bo backoffState
 	for {
 		s.mu.Lock()
-		n := s.freeLocked()
+		n := s.free
 		s.mu.Unlock()
 		if n <= 0 {
 			select {
@@ -402,6 +400,7 @@ func (s *subscription) receiveLoop() {
 			id := s.nextID
 			s.nextID++
 			s.unsettled[id] = rc.Handle
+			s.free--
 			attempt := rc.Attempt
 			if attempt <= 0 {
 				attempt = 1
@@ -446,6 +445,7 @@ func (s *subscription) Settle(id uint64, st relay.Settlement) error {
 	if !st.Ack && delay > 0 && (!s.native || (s.maxDelay > 0 && delay > s.maxDelay)) {
 		// Emulate the delay: keep the message leased, nack it later. A
 		// parked message does not count against the window.
+		s.free++
 		signal(s.slotFreed)
 		dn := &delayedNack{handle: h}
 		s.delayed[id] = dn
@@ -466,23 +466,12 @@ func (s *subscription) Settle(id uint64, st relay.Settlement) error {
 	}
 	s.pending = append(s.pending, Settle{Handle: h, Ack: st.Ack, Delay: delay})
 	s.held++
-	s.unflushed++
-	signal(s.slotFreed)
 	// Wake the flusher for the first settlement of a batch (it then
 	// lingers), and again when the batch should go without waiting.
 	if len(s.pending) == 1 || s.urgentLocked() {
 		signal(s.flushReq)
 	}
 	return nil
-}
-
-// freeLocked is how many more messages the subscription may take: the
-// window minus the unsettled messages, minus the settlements beyond one
-// window that the broker has not been told yet. So reading goes on while
-// one window of acks is on its way, and the broker never sees more than
-// two windows unacknowledged.
-func (s *subscription) freeLocked() int {
-	return s.window - len(s.unsettled) - max(0, s.unflushed-s.window)
 }
 
 // urgentLocked reports whether pending settlements should be sent without
@@ -494,7 +483,9 @@ func (s *subscription) urgentLocked() bool {
 
 // flushLoop sends settlements to the broker in batches: it lingers up to
 // SettleLinger for a batch to fill unless it is urgent, and settlements
-// made while a Settle call is in progress join the next batch.
+// made while a Settle call is in progress join the next batch. Window slots
+// are freed after the broker call, so the window bounds what the broker
+// sees as unacknowledged.
 func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	for {
@@ -529,7 +520,7 @@ func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 			}
 			s.sendSettlements(batch)
 			s.mu.Lock()
-			s.unflushed -= held
+			s.free += held
 			s.mu.Unlock()
 			signal(s.slotFreed)
 		}
