@@ -28,6 +28,7 @@ const (
 	DefaultHeartbeat        = 3 * time.Second
 	DefaultRebalanceTimeout = 60 * time.Second
 	DefaultFetchMaxWait     = time.Second
+	DefaultFetchMaxBytes    = 1 << 20
 	DefaultMaxUncommitted   = 10000
 )
 
@@ -163,6 +164,11 @@ type SubscriberConfig struct {
 	// FetchMaxWait is how long the broker holds a fetch that has no data
 	// yet (fetch_max_wait=). Default 1s.
 	FetchMaxWait time.Duration
+	// FetchMaxBytes bounds one fetch response, and so the records the
+	// client buffers beyond the in-flight window (fetch_max_bytes=). A
+	// partition's first record is returned even when it is larger.
+	// Default 1 MiB (a quarter of it per partition).
+	FetchMaxBytes int
 	// Balancer is the partition assignor: cooperative-sticky, sticky,
 	// range or roundrobin (balancer=). Default cooperative-sticky.
 	Balancer string
@@ -298,6 +304,9 @@ func (c *SubscriberConfig) defaults() {
 	}
 	if c.FetchMaxWait <= 0 {
 		c.FetchMaxWait = DefaultFetchMaxWait
+	}
+	if c.FetchMaxBytes <= 0 {
+		c.FetchMaxBytes = DefaultFetchMaxBytes
 	}
 	if c.Balancer == "" {
 		c.Balancer = "cooperative-sticky"

@@ -95,6 +95,11 @@ func newReceiver(d *subDriver, topic string) (*receiver, error) {
 		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
 		kgo.RebalanceTimeout(d.cfg.RebalanceTimeout),
 		kgo.FetchMaxWait(d.cfg.FetchMaxWait),
+		// Bound what the client buffers ahead of the in-flight window: one
+		// fetch at a time, of at most FetchMaxBytes.
+		kgo.FetchMaxBytes(int32(d.cfg.FetchMaxBytes)),
+		kgo.FetchMaxPartitionBytes(int32(max(1, d.cfg.FetchMaxBytes/4))),
+		kgo.MaxConcurrentFetches(1),
 		kgo.Balancers(d.cfg.balancer()),
 		kgo.FetchIsolationLevel(isolation),
 	)

@@ -22,7 +22,7 @@ type opener struct{}
 var (
 	publisherOnly  = []string{"acks", "idempotent", "linger", "compression", "max_bytes", "delivery_timeout"}
 	subscriberOnly = []string{"group", "start", "inflight", "session_timeout", "heartbeat_interval", "rebalance_timeout",
-		"fetch_max_wait", "balancer", "commit_interval", "max_uncommitted", "isolation"}
+		"fetch_max_wait", "fetch_max_bytes", "balancer", "commit_interval", "max_uncommitted", "isolation"}
 )
 
 func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
@@ -82,6 +82,7 @@ func ParseSubscriberURL(u *url.URL) (SubscriberConfig, error) {
 	cfg.HeartbeatInterval = p.Duration("heartbeat_interval", DefaultHeartbeat)
 	cfg.RebalanceTimeout = p.Duration("rebalance_timeout", DefaultRebalanceTimeout)
 	cfg.FetchMaxWait = p.Duration("fetch_max_wait", DefaultFetchMaxWait)
+	cfg.FetchMaxBytes = p.Int("fetch_max_bytes", DefaultFetchMaxBytes, 1)
 	cfg.Balancer = p.Enum("balancer", "cooperative-sticky", "cooperative-sticky", "sticky", "range", "roundrobin")
 	cfg.CommitInterval = p.Duration("commit_interval", 0)
 	cfg.MaxUncommitted = p.Int("max_uncommitted", DefaultMaxUncommitted, 1)
