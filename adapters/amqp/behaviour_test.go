@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/internal/relaytest"
 )
 
 // A publish that no queue is bound for fails with ErrUnroutable naming
@@ -41,7 +42,7 @@ func TestUnroutable(t *testing.T) {
 
 	// A group bound to key "routed" only: the batch partly fails.
 	sub := openSub(t, c, unique("g"), "exchange_kind", "direct", "binding_key", "routed")
-	provision(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
 	msgs := make([]*relay.Message, 10)
 	for i := range msgs {
 		msgs[i] = relay.NewMessage([]byte(fmt.Sprint(i)))
@@ -58,20 +59,20 @@ func TestUnroutable(t *testing.T) {
 	for _, id := range pe.FailedIDs() {
 		failed[id] = true
 	}
-	ch, _ := subscribe(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	for i, m := range msgs {
 		if want := m.Key == "nowhere"; failed[m.ID] != want {
 			t.Errorf("message %d (key %s): reported failed %v", i, m.Key, failed[m.ID])
 		}
 		if m.Key == "routed" {
-			got := next(t, ch, "routed message")
+			got := relaytest.Next(t, ch, "routed message")
 			if got.ID != m.ID {
 				t.Errorf("got %s, want %s", got.ID, m.ID)
 			}
 			_ = got.Ack()
 		}
 	}
-	if extra := quiet(ch, 300*time.Millisecond); extra != nil {
+	if extra := relaytest.Quiet(ch, 300*time.Millisecond); extra != nil {
 		t.Errorf("unexpected delivery %s", extra.ID)
 	}
 }
@@ -83,8 +84,8 @@ func TestForeignPublisher(t *testing.T) {
 	c := newCleaner(t)
 	topic, group := unique("foreign"), unique("g")
 	sub := openSub(t, c, group)
-	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 
 	raw := rawChannel(t)
 	ts := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
@@ -136,16 +137,16 @@ func TestForeignPublisher(t *testing.T) {
 			}
 		}
 	}
-	first := next(t, ch, "foreign message")
+	first := relaytest.Next(t, ch, "foreign message")
 	check(first, 1, "first delivery")
 	if first.ID == "" {
 		t.Fatal("no ID")
 	}
 	_ = first.Nack()
-	second := next(t, ch, "after Nack")
+	second := relaytest.Next(t, ch, "after Nack")
 	check(second, 2, "after Nack")
 	_ = second.NackAfter(50 * time.Millisecond)
-	third := next(t, ch, "after NackAfter")
+	third := relaytest.Next(t, ch, "after NackAfter")
 	check(third, 3, "after NackAfter")
 	if second.ID != first.ID || third.ID != first.ID {
 		t.Errorf("IDs changed across redeliveries: %s %s %s", first.ID, second.ID, third.ID)
@@ -155,8 +156,8 @@ func TestForeignPublisher(t *testing.T) {
 	// The metadata of a foreign message can be published again through
 	// relay and arrives unchanged (the bridge case).
 	pub := openPub(t)
-	publish(t, pub, topic, third.Copy())
-	again := next(t, ch, "republished through relay")
+	relaytest.Publish(t, pub, topic, third.Copy())
+	again := relaytest.Next(t, ch, "republished through relay")
 	check(again, 1, "republished through relay")
 	_ = again.Ack()
 }
@@ -170,34 +171,34 @@ func TestQuorumAttempts(t *testing.T) {
 	if !s1.Capabilities().AttemptFromBroker {
 		t.Errorf("quorum subscriber does not declare AttemptFromBroker")
 	}
-	provision(t, s1, topic)
+	relaytest.Provision(t, s1, topic)
 	pub := openPub(t)
 	m := relay.NewMessage([]byte("q"))
 	m.Metadata = relay.Metadata{"k": "v"}
-	publish(t, pub, topic, m)
+	relaytest.Publish(t, pub, topic, m)
 
-	ch, _ := subscribe(t, s1, topic)
+	ch, _ := relaytest.Subscribe(t, s1, topic)
 	for attempt := 1; attempt <= 3; attempt++ {
-		got := next(t, ch, "quorum delivery")
+		got := relaytest.Next(t, ch, "quorum delivery")
 		if got.ID != m.ID || got.Attempt() != attempt || len(got.Metadata) != 1 || got.Metadata["k"] != "v" {
 			t.Fatalf("delivery %d: ID %s attempt %d metadata %q", attempt, got.ID, got.Attempt(), got.Metadata)
 		}
 		_ = got.Nack()
 	}
-	held := next(t, ch, "fourth delivery")
+	held := relaytest.Next(t, ch, "fourth delivery")
 	if held.Attempt() != 4 {
 		t.Errorf("fourth delivery attempt %d", held.Attempt())
 	}
 	_ = s1.Close() // released unsettled: the broker counts it
 
 	s2 := openSub(t, c, group, "queue_type", "quorum")
-	ch2, _ := subscribe(t, s2, topic)
-	got := next(t, ch2, "after release")
+	ch2, _ := relaytest.Subscribe(t, s2, topic)
+	got := relaytest.Next(t, ch2, "after release")
 	if got.Attempt() != 5 {
 		t.Errorf("after release by Close: attempt %d, want 5", got.Attempt())
 	}
 	_ = got.NackAfter(20 * time.Millisecond)
-	got = next(t, ch2, "after NackAfter")
+	got = relaytest.Next(t, ch2, "after NackAfter")
 	if got.Attempt() != 6 || len(got.Metadata) != 1 {
 		t.Errorf("after NackAfter: attempt %d metadata %q, want 6 and the original", got.Attempt(), got.Metadata)
 	}
@@ -209,11 +210,11 @@ func TestClassicAttemptsExact(t *testing.T) {
 	c := newCleaner(t)
 	topic := unique("classic")
 	sub := openSub(t, c, unique("g"))
-	provision(t, sub, topic)
-	publish(t, openPub(t), topic, relay.NewMessage([]byte("c")))
-	ch, _ := subscribe(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
+	relaytest.Publish(t, openPub(t), topic, relay.NewMessage([]byte("c")))
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	for attempt := 1; attempt <= 4; attempt++ {
-		got := next(t, ch, "classic delivery")
+		got := relaytest.Next(t, ch, "classic delivery")
 		if got.Attempt() != attempt {
 			t.Fatalf("delivery %d has attempt %d", attempt, got.Attempt())
 		}
@@ -234,19 +235,19 @@ func TestDeadLetter(t *testing.T) {
 			topic, dlx, group := unique("dl"), unique("dlx"), unique("g")
 			c.topic(dlx)
 			dead := openSub(t, c, unique("dead"))
-			provision(t, dead, dlx)
-			deadCh, _ := subscribe(t, dead, dlx)
+			relaytest.Provision(t, dead, dlx)
+			deadCh, _ := relaytest.Subscribe(t, dead, dlx)
 			pub := openPub(t)
 
 			// No requeue: the first Nack dead-letters.
 			noRequeue := openSub(t, c, group, "queue_type", qt, "dead_letter_exchange", dlx, "requeue_on_nack", "false")
-			provision(t, noRequeue, topic)
+			relaytest.Provision(t, noRequeue, topic)
 			m := relay.NewMessage([]byte("reject me"))
 			m.Metadata = relay.Metadata{"h": "v"}
-			publish(t, pub, topic, m)
-			ch, cancel := subscribe(t, noRequeue, topic)
-			_ = next(t, ch, "to reject").Nack()
-			got := next(t, deadCh, "dead-lettered")
+			relaytest.Publish(t, pub, topic, m)
+			ch, cancel := relaytest.Subscribe(t, noRequeue, topic)
+			_ = relaytest.Next(t, ch, "to reject").Nack()
+			got := relaytest.Next(t, deadCh, "dead-lettered")
 			if got.ID != m.ID || got.Metadata["h"] != "v" || got.Metadata["x-death"] == "" {
 				t.Errorf("dead-lettered ID %s metadata %q", got.ID, got.Metadata)
 			}
@@ -260,23 +261,23 @@ func TestDeadLetter(t *testing.T) {
 
 			// Delivery limit 2: attempt 2's Nack dead-letters.
 			limited := openSub(t, c, unique("g"), "queue_type", qt, "dead_letter_exchange", dlx, "delivery_limit", "2")
-			provision(t, limited, topic)
+			relaytest.Provision(t, limited, topic)
 			m2 := relay.NewMessage([]byte("limited"))
-			publish(t, pub, topic, m2)
-			ch2, _ := subscribe(t, limited, topic)
+			relaytest.Publish(t, pub, topic, m2)
+			ch2, _ := relaytest.Subscribe(t, limited, topic)
 			for attempt := 1; attempt <= 2; attempt++ {
-				got := next(t, ch2, "limited delivery")
+				got := relaytest.Next(t, ch2, "limited delivery")
 				if got.ID != m2.ID || got.Attempt() != attempt {
 					t.Fatalf("limited delivery: %s attempt %d, want %s attempt %d", got.ID, got.Attempt(), m2.ID, attempt)
 				}
 				_ = got.Nack()
 			}
-			got = next(t, deadCh, "dead-lettered at the limit")
+			got = relaytest.Next(t, deadCh, "dead-lettered at the limit")
 			if got.ID != m2.ID {
 				t.Errorf("dead-lettered %s, want %s", got.ID, m2.ID)
 			}
 			_ = got.Ack()
-			if extra := quiet(ch2, 300*time.Millisecond); extra != nil {
+			if extra := relaytest.Quiet(ch2, 300*time.Millisecond); extra != nil {
 				t.Errorf("message delivered after the limit: attempt %d", extra.Attempt())
 			}
 		})
@@ -288,7 +289,7 @@ func TestDeadLetter(t *testing.T) {
 func TestQueueArgumentMismatch(t *testing.T) {
 	c := newCleaner(t)
 	topic, group := unique("mismatch"), unique("g")
-	provision(t, openSub(t, c, group), topic)
+	relaytest.Provision(t, openSub(t, c, group), topic)
 	quorum := openSub(t, c, group, "queue_type", "quorum")
 	if _, err := quorum.Subscribe(context.Background(), topic); err == nil {
 		t.Fatal("Subscribe to a classic queue as quorum succeeded")
@@ -307,7 +308,7 @@ func TestPublishContextAndState(t *testing.T) {
 	c := newCleaner(t)
 	topic := unique("ctx")
 	sub := openSub(t, c, unique("g"))
-	provision(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
 	pub := openPub(t)
 	if pub.State() != amqp.StateConnected || pub.Health() != nil {
 		t.Errorf("state %v health %v", pub.State(), pub.Health())
@@ -330,8 +331,8 @@ func TestMetadataFrameLimit(t *testing.T) {
 	c := newCleaner(t)
 	topic := unique("frame")
 	sub := openSub(t, c, unique("g"))
-	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	pub := openPub(t)
 
 	const frameMax = 131072 // RabbitMQ's default, negotiated by amqp091-go
@@ -341,8 +342,8 @@ func TestMetadataFrameLimit(t *testing.T) {
 	fixed := 14 + 1 + len(id) + 1 + 4 + 1 + len("big") + 1 + 4
 	fits := &relay.Message{ID: id, Payload: []byte("fits"),
 		Metadata: relay.Metadata{"big": strings.Repeat("v", frameMax-8-fixed)}}
-	publish(t, pub, topic, fits)
-	got := next(t, ch, "largest metadata")
+	relaytest.Publish(t, pub, topic, fits)
+	got := relaytest.Next(t, ch, "largest metadata")
 	if got.ID != fits.ID || got.Metadata["big"] != fits.Metadata["big"] {
 		t.Errorf("largest metadata did not round-trip")
 	}
@@ -358,8 +359,8 @@ func TestMetadataFrameLimit(t *testing.T) {
 	if pub.State() != amqp.StateConnected {
 		t.Errorf("state %v after the refused publish", pub.State())
 	}
-	publish(t, pub, topic, relay.NewMessage([]byte("after")))
-	_ = next(t, ch, "after the refused publish").Ack()
+	relaytest.Publish(t, pub, topic, relay.NewMessage([]byte("after")))
+	_ = relaytest.Next(t, ch, "after the refused publish").Ack()
 }
 
 // Topology deleted under a running publisher and subscriber (an operator's
@@ -369,11 +370,11 @@ func TestTopologyDeletedUnderUs(t *testing.T) {
 	c := newCleaner(t)
 	topic, group := unique("deleted"), unique("g")
 	sub := openSub(t, c, group)
-	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	pub := openPub(t)
-	publish(t, pub, topic, relay.NewMessage([]byte("before")))
-	_ = next(t, ch, "before").Ack()
+	relaytest.Publish(t, pub, topic, relay.NewMessage([]byte("before")))
+	_ = relaytest.Next(t, ch, "before").Ack()
 
 	raw := rawChannel(t)
 	if _, err := raw.QueueDelete(topic+"."+group, false, false, false); err != nil {
@@ -386,7 +387,7 @@ func TestTopologyDeletedUnderUs(t *testing.T) {
 		m := relay.NewMessage([]byte("after queue delete"))
 		err := pub.Publish(context.Background(), topic, m)
 		if err == nil {
-			got := next(t, ch, "after queue delete")
+			got := relaytest.Next(t, ch, "after queue delete")
 			if got.ID != m.ID {
 				t.Errorf("got %s, want %s", got.ID, m.ID)
 			}
@@ -420,7 +421,7 @@ func TestUnroutableConcurrentSharedChannel(t *testing.T) {
 	routed, unrouted := unique("routed"), unique("unrouted")
 	c.topic(unrouted)
 	sub := openSub(t, c, unique("g"))
-	provision(t, sub, routed)
+	relaytest.Provision(t, sub, routed)
 	pub := openPub(t, "publish_channels", "1")
 	const goroutines, each = 16, 40
 	var wg sync.WaitGroup

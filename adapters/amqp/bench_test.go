@@ -9,6 +9,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/relaytest"
 )
 
 // The benchmarks compare relay with amqp091-go used directly for the same
@@ -45,7 +46,7 @@ func BenchmarkPublish(b *testing.B) {
 func benchTopic(b *testing.B) string {
 	c := newCleaner(b)
 	topic := unique("bench")
-	provision(b, openSub(b, c, unique("g")), topic)
+	relaytest.Provision(b, openSub(b, c, unique("g")), topic)
 	return topic
 }
 
@@ -118,7 +119,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 // into it with the raw client.
 func fillQueue(b *testing.B, c *cleaner, group string, n int) string {
 	topic := unique("bench")
-	provision(b, openSub(b, c, group), topic)
+	relaytest.Provision(b, openSub(b, c, group), topic)
 	ch := rawChannel(b)
 	if err := ch.Confirm(false); err != nil {
 		b.Fatal(err)
@@ -150,7 +151,7 @@ func benchRelayConsume(b *testing.B, window int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	ch, cancel := subscribe(b, sub, topic)
+	ch, cancel := relaytest.Subscribe(b, sub, topic)
 	for i := 0; i < b.N; i++ {
 		m, ok := <-ch
 		if !ok {
@@ -323,7 +324,7 @@ func relayConsumeRate(b *testing.B, n, window int) float64 {
 	topic := fillQueue(b, c, group, n)
 	sub := openSub(b, c, group, "inflight", fmt.Sprint(window))
 	start := time.Now()
-	ch, cancel := subscribe(b, sub, topic)
+	ch, cancel := relaytest.Subscribe(b, sub, topic)
 	defer cancel()
 	for range n {
 		m, ok := <-ch

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/internal/relaytest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -35,8 +36,8 @@ func TestRestartDuringStream(t *testing.T) {
 	}
 	pub := openPubCfg(t, cfg)
 	sub := openSub(t, c, group, "inflight", "16")
-	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 
 	var mu sync.Mutex
 	received := map[string]int{}
@@ -157,11 +158,11 @@ func TestPublishWhileBlocked(t *testing.T) {
 	c := newCleaner(t)
 	topic := unique("blocked")
 	sub := openSub(t, c, unique("g"))
-	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	pub := openPub(t)
-	publish(t, pub, topic, relay.NewMessage([]byte("before")))
-	_ = next(t, ch, "before the alarm").Ack()
+	relaytest.Publish(t, pub, topic, relay.NewMessage([]byte("before")))
+	_ = relaytest.Next(t, ch, "before the alarm").Ack()
 
 	unlock := testenv.LockForRestart(t, "amqp")
 	defer unlock()
@@ -198,9 +199,9 @@ func TestPublishWhileBlocked(t *testing.T) {
 	}
 	watermark(restore)
 	after := relay.NewMessage([]byte("after"))
-	publish(t, pub, topic, after)
+	relaytest.Publish(t, pub, topic, after)
 	for {
-		m := next(t, ch, "after the alarm")
+		m := relaytest.Next(t, ch, "after the alarm")
 		_ = m.Ack()
 		if m.ID == after.ID {
 			break

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/internal/relaytest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -101,11 +102,11 @@ func TestAMQPS(t *testing.T) {
 	}
 	sub := &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
 	defer sub.Close()
-	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	relaytest.Provision(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	m := relay.NewMessage([]byte("over TLS"))
-	publish(t, pub, topic, m)
-	if got := next(t, ch, "over TLS"); got.ID != m.ID {
+	relaytest.Publish(t, pub, topic, m)
+	if got := relaytest.Next(t, ch, "over TLS"); got.ID != m.ID {
 		t.Errorf("got %s, want %s", got.ID, m.ID)
 	} else {
 		_ = got.Ack()

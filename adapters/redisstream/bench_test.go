@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/relaytest"
 )
 
 // Benchmarks compare relay with go-redis doing the same work on the same
@@ -29,7 +30,7 @@ func BenchmarkPublish(b *testing.B) {
 	b.Run("relay", func(b *testing.B) {
 		raw := rawClient(b)
 		pub := openPub(b)
-		topic := unique("bench-pub")
+		topic := relaytest.Unique("bench-pub")
 		b.Cleanup(func() { raw.Del(ctx, topic) })
 		batch := make([]*relay.Message, benchBatch)
 		b.SetBytes(int64(len(payload)))
@@ -47,7 +48,7 @@ func BenchmarkPublish(b *testing.B) {
 	})
 	b.Run("raw", func(b *testing.B) {
 		raw := rawClient(b)
-		topic := unique("bench-pub")
+		topic := relaytest.Unique("bench-pub")
 		b.Cleanup(func() { raw.Del(ctx, topic) })
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
@@ -114,12 +115,12 @@ func BenchmarkConsumeAck(b *testing.B) {
 	ctx := context.Background()
 	b.Run("relay", func(b *testing.B) {
 		raw := rawClient(b)
-		topic, group := unique("bench-consume"), unique("g")
+		topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
 		b.Cleanup(func() { raw.Del(ctx, topic) })
 		sub := openSub(b, group, "inflight", "256")
 		provision(b, sub, topic)
 		fill(b, raw, topic, b.N)
-		ch, _ := subscribe(b, sub, topic)
+		ch, _ := relaytest.Subscribe(b, sub, topic)
 		b.SetBytes(100)
 		b.ReportAllocs()
 		cpu := startCPU(b)
@@ -140,7 +141,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 	})
 	b.Run("raw", func(b *testing.B) {
 		raw := rawClient(b)
-		topic, group := unique("bench-consume"), unique("g")
+		topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
 		b.Cleanup(func() { raw.Del(ctx, topic) })
 		if err := raw.XGroupCreateMkStream(ctx, topic, group, "0").Err(); err != nil {
 			b.Fatal(err)
@@ -214,7 +215,7 @@ func relayPublishRate(b *testing.B, n int) float64 {
 	ctx := context.Background()
 	raw := rawClient(b)
 	pub := openPub(b)
-	topic := unique("bench-pub")
+	topic := relaytest.Unique("bench-pub")
 	defer raw.Del(ctx, topic)
 	payload := make([]byte, 100)
 	batch := make([]*relay.Message, benchBatch)
@@ -236,7 +237,7 @@ func relayPublishRate(b *testing.B, n int) float64 {
 func rawPublishRate(b *testing.B, n int) float64 {
 	ctx := context.Background()
 	raw := rawClient(b)
-	topic := unique("bench-pub")
+	topic := relaytest.Unique("bench-pub")
 	defer raw.Del(ctx, topic)
 	payload := make([]byte, 100)
 	start := time.Now()
@@ -263,7 +264,7 @@ func rawPublishRate(b *testing.B, n int) float64 {
 func relayConsumeRate(b *testing.B, n int) float64 {
 	ctx := context.Background()
 	raw := rawClient(b)
-	topic, group := unique("bench-consume"), unique("g")
+	topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
 	defer raw.Del(ctx, topic)
 	sub := openSub(b, group, "inflight", fmt.Sprint(benchWindow))
 	provision(b, sub, topic)
@@ -292,7 +293,7 @@ func relayConsumeRate(b *testing.B, n int) float64 {
 func rawConsumeRate(b *testing.B, n int) float64 {
 	ctx := context.Background()
 	raw := rawClient(b)
-	topic, group := unique("bench-consume"), unique("g")
+	topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
 	defer raw.Del(ctx, topic)
 	if err := raw.XGroupCreateMkStream(ctx, topic, group, "0").Err(); err != nil {
 		b.Fatal(err)

@@ -76,55 +76,6 @@ func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	return s
 }
 
-func subscribe(t testing.TB, s relay.Subscriber, topic string) (<-chan *relay.Message, context.CancelFunc) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := s.Subscribe(ctx, topic)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(cancel)
-	return ch, cancel
-}
-
-func publish(t testing.TB, p relay.Publisher, topic string, msgs ...*relay.Message) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := p.Publish(ctx, topic, msgs...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-const waitLimit = 30 * time.Second
-
-func next(t testing.TB, ch <-chan *relay.Message, what string) *relay.Message {
-	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: channel closed", what)
-		}
-		return m
-	case <-time.After(waitLimit):
-		t.Fatalf("%s: nothing within %v", what, waitLimit)
-	}
-	return nil
-}
-
-// quiet returns a message that arrives on ch within d, or nil.
-func quiet(ch <-chan *relay.Message, d time.Duration) *relay.Message {
-	select {
-	case m := <-ch:
-		return m
-	case <-time.After(d):
-		return nil
-	}
-}
-
-func unique(prefix string) string { return prefix + "-" + relay.NewID() }
-
 // restartCommand is how the tests start the local Redis again (the
 // development machine's and CI's command, or RELAY_TEST_REDIS_START).
 func restartCommand() string {

@@ -15,15 +15,13 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/internal/relaytest"
 )
 
+// provision is relaytest.Provision with this suite's 10s limit.
 func provision(t testing.TB, s relay.Subscriber, topic string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
+	relaytest.ProvisionWithin(t, s.(relay.Provisioner), topic, 10*time.Second)
 }
 
 func newMsgs(n int, format string) []*relay.Message {
@@ -48,26 +46,26 @@ func pendingCount(t testing.TB, c *redis.Client, stream, group string) int64 {
 // them over and sees Attempt 2.
 func TestEntriesOfDeadConsumerAreTakenOver(t *testing.T) {
 	ctx := context.Background()
-	topic, group := unique("dead"), unique("g")
+	topic, group := relaytest.Unique("dead"), relaytest.Unique("g")
 	raw := rawClient(t)
 	pub := openPub(t)
 	sub := openSub(t, group, "claim_idle", "300ms", "claim_every", "100ms")
 	provision(t, sub, topic)
 	msgs := newMsgs(3, "orphan %d")
-	publish(t, pub, topic, msgs...)
+	relaytest.Publish(t, pub, topic, msgs...)
 
 	res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "dead-worker", Streams: []string{topic, ">"}, Count: 10, Block: -1}).Result()
 	if err != nil || len(res) != 1 || len(res[0].Messages) != 3 {
 		t.Fatalf("raw consumer read %v, %v", res, err)
 	}
 
-	ch, _ := subscribe(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	want := map[string]bool{}
 	for _, m := range msgs {
 		want[m.ID] = true
 	}
 	for range msgs {
-		m := next(t, ch, "entry of the dead consumer")
+		m := relaytest.Next(t, ch, "entry of the dead consumer")
 		if !want[m.ID] {
 			t.Fatalf("unexpected or duplicate message %s", m.ID)
 		}
@@ -89,19 +87,19 @@ func TestEntriesOfDeadConsumerAreTakenOver(t *testing.T) {
 // entries back at once, without waiting for claim_idle.
 func TestOwnPendingEntriesAreResumedAtOnce(t *testing.T) {
 	ctx := context.Background()
-	topic, group, name := unique("own"), unique("g"), unique("worker")
+	topic, group, name := relaytest.Unique("own"), relaytest.Unique("g"), relaytest.Unique("worker")
 	raw := rawClient(t)
 	pub := openPub(t)
 	sub := openSub(t, group, "consumer", name, "claim_idle", "1h")
 	provision(t, sub, topic)
 	msgs := newMsgs(2, "mine %d")
-	publish(t, pub, topic, msgs...)
+	relaytest.Publish(t, pub, topic, msgs...)
 	if err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: name, Streams: []string{topic, ">"}, Count: 10, Block: -1}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	ch, _ := subscribe(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	for i := range msgs {
-		m := next(t, ch, "own pending entry")
+		m := relaytest.Next(t, ch, "own pending entry")
 		if m.ID != msgs[i].ID || m.Attempt() != 2 {
 			t.Errorf("got %s attempt %d, want %s attempt 2", m.ID, m.Attempt(), msgs[i].ID)
 		}
@@ -136,12 +134,12 @@ func TestCrashHelper(t *testing.T) {
 // A subscriber process killed with unacked messages: another subscriber of
 // the group receives them with Attempt 2 after claim_idle.
 func TestKilledSubscriberProcess(t *testing.T) {
-	topic, group := unique("killed"), unique("g")
+	topic, group := relaytest.Unique("killed"), relaytest.Unique("g")
 	pub := openPub(t)
 	sub := openSub(t, group, "claim_idle", "500ms", "claim_every", "100ms")
 	provision(t, sub, topic)
 	msgs := newMsgs(3, "in a dying process %d")
-	publish(t, pub, topic, msgs...)
+	relaytest.Publish(t, pub, topic, msgs...)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "RELAY_REDIS_CRASH_HELPER=1",
@@ -169,9 +167,9 @@ func TestKilledSubscriberProcess(t *testing.T) {
 		t.Fatalf("helper held %d messages before it was killed, want 3", len(held))
 	}
 
-	ch, _ := subscribe(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	for range msgs {
-		m := next(t, ch, "message of the killed process")
+		m := relaytest.Next(t, ch, "message of the killed process")
 		if !held[m.ID] {
 			t.Fatalf("unexpected or duplicate message %s", m.ID)
 		}
@@ -186,25 +184,25 @@ func TestKilledSubscriberProcess(t *testing.T) {
 // While a handler works on a message for many times claim_idle, lease
 // extension keeps the other consumer of the group from taking it.
 func TestLeaseExtensionKeepsSlowMessage(t *testing.T) {
-	topic, group := unique("lease"), unique("g")
+	topic, group := relaytest.Unique("lease"), relaytest.Unique("g")
 	pub := openPub(t)
 	s1 := openSub(t, group, "claim_idle", "300ms", "claim_every", "50ms")
 	s2 := openSub(t, group, "claim_idle", "300ms", "claim_every", "50ms")
 	provision(t, s1, topic)
-	ch1, _ := subscribe(t, s1, topic)
+	ch1, _ := relaytest.Subscribe(t, s1, topic)
 	m := relay.NewMessage([]byte("slow work"))
-	publish(t, pub, topic, m)
-	got := next(t, ch1, "slow message")
-	ch2, _ := subscribe(t, s2, topic) // an eager competitor, claiming every 50ms
+	relaytest.Publish(t, pub, topic, m)
+	got := relaytest.Next(t, ch1, "slow message")
+	ch2, _ := relaytest.Subscribe(t, s2, topic) // an eager competitor, claiming every 50ms
 
-	if other := quiet(ch2, 1500*time.Millisecond); other != nil { // the handler works for 5× claim_idle
+	if other := relaytest.Quiet(ch2, 1500*time.Millisecond); other != nil { // the handler works for 5× claim_idle
 		t.Fatalf("message %s (attempt %d) delivered to the other consumer while still being handled", other.ID, other.Attempt())
 	}
 	if err := got.Ack(); err != nil {
 		t.Fatal(err)
 	}
 	for _, ch := range []<-chan *relay.Message{ch1, ch2} {
-		if extra := quiet(ch, 300*time.Millisecond); extra != nil {
+		if extra := relaytest.Quiet(ch, 300*time.Millisecond); extra != nil {
 			t.Errorf("acked message delivered again (%s, attempt %d)", extra.ID, extra.Attempt())
 		}
 	}
@@ -217,19 +215,19 @@ func TestRedisRestartMidStream(t *testing.T) {
 	if why := canRestart(t); why != "" {
 		t.Skipf("SKIP: cannot restart Redis: %s", why)
 	}
-	topic, group := unique("restart"), unique("g")
+	topic, group := relaytest.Unique("restart"), relaytest.Unique("g")
 	pub := openPub(t)
 	sub := openSub(t, group)
 	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	before := newMsgs(5, "before %d")
-	publish(t, pub, topic, before...)
+	relaytest.Publish(t, pub, topic, before...)
 	for range before {
-		_ = next(t, ch, "before the restart").Ack()
+		_ = relaytest.Next(t, ch, "before the restart").Ack()
 	}
 	unacked := relay.NewMessage([]byte("in flight during the restart"))
-	publish(t, pub, topic, unacked)
-	inFlight := next(t, ch, "in flight")
+	relaytest.Publish(t, pub, topic, unacked)
+	inFlight := relaytest.Next(t, ch, "in flight")
 
 	stopRedis(t)
 	during := newMsgs(5, "published while Redis is down %d")
@@ -263,13 +261,13 @@ func TestRedisRestartMidStream(t *testing.T) {
 		want[m.ID] = true
 	}
 	for len(want) > 0 {
-		m := next(t, ch, "after the restart")
+		m := relaytest.Next(t, ch, "after the restart")
 		delete(want, m.ID)
 		_ = m.Ack()
 	}
 	after := relay.NewMessage([]byte("after"))
-	publish(t, pub, topic, after)
-	if m := next(t, ch, "after"); m.ID != after.ID {
+	relaytest.Publish(t, pub, topic, after)
+	if m := relaytest.Next(t, ch, "after"); m.ID != after.ID {
 		t.Errorf("got %s, want %s", m.ID, after.ID)
 	}
 }
@@ -277,22 +275,22 @@ func TestRedisRestartMidStream(t *testing.T) {
 // A deleted group (XGROUP DESTROY) is recreated by the subscription, which
 // goes on receiving.
 func TestDestroyedGroupIsRecreated(t *testing.T) {
-	topic, group := unique("nogroup"), unique("g")
+	topic, group := relaytest.Unique("nogroup"), relaytest.Unique("g")
 	raw := rawClient(t)
 	pub := openPub(t)
 	sub := openSub(t, group)
 	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 	first := relay.NewMessage([]byte("first"))
-	publish(t, pub, topic, first)
-	_ = next(t, ch, "first").Ack()
+	relaytest.Publish(t, pub, topic, first)
+	_ = relaytest.Next(t, ch, "first").Ack()
 	if err := raw.XGroupDestroy(context.Background(), topic, group).Err(); err != nil {
 		t.Fatal(err)
 	}
 	second := relay.NewMessage([]byte("second"))
-	publish(t, pub, topic, second)
+	relaytest.Publish(t, pub, topic, second)
 	for {
-		m := next(t, ch, "after the group was destroyed")
+		m := relaytest.Next(t, ch, "after the group was destroyed")
 		_ = m.Ack()
 		if m.ID == second.ID {
 			break
@@ -307,12 +305,12 @@ func TestDestroyedGroupIsRecreated(t *testing.T) {
 // and never stop the subscription.
 func TestForeignEntries(t *testing.T) {
 	ctx := context.Background()
-	topic, group := unique("foreign"), unique("g")
+	topic, group := relaytest.Unique("foreign"), relaytest.Unique("g")
 	raw := rawClient(t)
 	pub := openPub(t)
 	sub := openSub(t, group)
 	provision(t, sub, topic)
-	ch, _ := subscribe(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 
 	type want struct {
 		id      string // "" = the stream entry ID
@@ -341,10 +339,10 @@ func TestForeignEntries(t *testing.T) {
 		entryIDs[i] = id
 	}
 	own := relay.NewMessage([]byte("relay's own, after the foreign ones"))
-	publish(t, pub, topic, own)
+	relaytest.Publish(t, pub, topic, own)
 
 	for i, c := range cases {
-		m := next(t, ch, "foreign entry")
+		m := relaytest.Next(t, ch, "foreign entry")
 		wantID := c.want.id
 		if wantID == "" {
 			wantID = entryIDs[i]
@@ -355,7 +353,7 @@ func TestForeignEntries(t *testing.T) {
 		}
 		_ = m.Ack()
 	}
-	if m := next(t, ch, "relay message after foreign ones"); m.ID != own.ID {
+	if m := relaytest.Next(t, ch, "relay message after foreign ones"); m.ID != own.ID {
 		t.Errorf("got %s, want %s", m.ID, own.ID)
 	}
 }
@@ -375,11 +373,11 @@ func sameMD(a, b relay.Metadata) bool {
 // The entry relay writes is readable with redis-cli XRANGE: plain fields
 // id, key, payload and md:<name>.
 func TestEntryLayout(t *testing.T) {
-	topic := unique("layout")
+	topic := relaytest.Unique("layout")
 	raw := rawClient(t)
 	pub := openPub(t)
 	m := &relay.Message{ID: relay.NewID(), Key: "order-7", Payload: []byte(`{"total":12}`), Metadata: relay.Metadata{"type": "order.created", "trace": "abc"}}
-	publish(t, pub, topic, m)
+	relaytest.Publish(t, pub, topic, m)
 	res, err := raw.Do(context.Background(), "XRANGE", topic, "-", "+").Slice()
 	if err != nil || len(res) != 1 {
 		t.Fatalf("XRANGE: %v %v", res, err)
@@ -398,12 +396,12 @@ func TestEntryLayout(t *testing.T) {
 // subscription that ends cleanly removes its consumer from the group.
 func TestConsumerNamesAndCleanup(t *testing.T) {
 	ctx := context.Background()
-	topic, group, name := unique("names"), unique("g"), unique("svc")
+	topic, group, name := relaytest.Unique("names"), relaytest.Unique("g"), relaytest.Unique("svc")
 	raw := rawClient(t)
 	sub := openSub(t, group, "consumer", name)
 	provision(t, sub, topic)
-	subscribe(t, sub, topic)
-	subscribe(t, sub, topic)
+	relaytest.Subscribe(t, sub, topic)
+	relaytest.Subscribe(t, sub, topic)
 	var names []string
 	for i := 0; i < 100 && len(names) < 2; i++ {
 		time.Sleep(20 * time.Millisecond) // consumers appear with their first read
@@ -436,13 +434,13 @@ func TestConsumerNamesAndCleanup(t *testing.T) {
 // skipped when claimed, instead of being claimed for ever.
 func TestTrimmedPendingEntryIsDropped(t *testing.T) {
 	ctx := context.Background()
-	topic, group := unique("trimmed"), unique("g")
+	topic, group := relaytest.Unique("trimmed"), relaytest.Unique("g")
 	raw := rawClient(t)
 	pub := openPub(t)
 	sub := openSub(t, group, "claim_idle", "100ms", "claim_every", "50ms")
 	provision(t, sub, topic)
 	msgs := newMsgs(2, "pending %d")
-	publish(t, pub, topic, msgs...)
+	relaytest.Publish(t, pub, topic, msgs...)
 	res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "gone", Streams: []string{topic, ">"}, Count: 10, Block: -1}).Result()
 	if err != nil || len(res[0].Messages) != 2 {
 		t.Fatalf("raw read: %v %v", res, err)
@@ -450,13 +448,13 @@ func TestTrimmedPendingEntryIsDropped(t *testing.T) {
 	if err := raw.XDel(ctx, topic, res[0].Messages[0].ID).Err(); err != nil {
 		t.Fatal(err)
 	}
-	ch, _ := subscribe(t, sub, topic)
-	m := next(t, ch, "surviving entry")
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	m := relaytest.Next(t, ch, "surviving entry")
 	if m.ID != msgs[1].ID {
 		t.Fatalf("got %s, want %s", m.ID, msgs[1].ID)
 	}
 	_ = m.Ack()
-	if extra := quiet(ch, 300*time.Millisecond); extra != nil {
+	if extra := relaytest.Quiet(ch, 300*time.Millisecond); extra != nil {
 		t.Errorf("unexpected delivery %s", extra.ID)
 	}
 	_ = sub.Close()
@@ -468,32 +466,32 @@ func TestTrimmedPendingEntryIsDropped(t *testing.T) {
 // start=0 (default) gives a new group the retained stream; start=$ only
 // what is published after the group exists.
 func TestStartPosition(t *testing.T) {
-	topic := unique("start")
+	topic := relaytest.Unique("start")
 	pub := openPub(t)
 	old := relay.NewMessage([]byte("before any group"))
-	publish(t, pub, topic, old)
+	relaytest.Publish(t, pub, topic, old)
 
-	oldest := openSub(t, unique("g"))
-	newest := openSub(t, unique("g"), "start", "$")
-	chO, _ := subscribe(t, oldest, topic)
-	chN, _ := subscribe(t, newest, topic)
+	oldest := openSub(t, relaytest.Unique("g"))
+	newest := openSub(t, relaytest.Unique("g"), "start", "$")
+	chO, _ := relaytest.Subscribe(t, oldest, topic)
+	chN, _ := relaytest.Subscribe(t, newest, topic)
 	fresh := relay.NewMessage([]byte("after the groups"))
-	publish(t, pub, topic, fresh)
-	if m := next(t, chO, "start=0"); m.ID != old.ID {
+	relaytest.Publish(t, pub, topic, fresh)
+	if m := relaytest.Next(t, chO, "start=0"); m.ID != old.ID {
 		t.Errorf("start=0: first message %s, want the old one %s", m.ID, old.ID)
 	}
-	if m := next(t, chN, "start=$"); m.ID != fresh.ID {
+	if m := relaytest.Next(t, chN, "start=$"); m.ID != fresh.ID {
 		t.Errorf("start=$: first message %s, want the new one %s", m.ID, fresh.ID)
 	}
 }
 
 // maxlen= trims the stream on publish.
 func TestMaxLenTrims(t *testing.T) {
-	topic := unique("maxlen")
+	topic := relaytest.Unique("maxlen")
 	raw := rawClient(t)
 	pub := openPub(t, "maxlen", "100")
 	for i := 0; i < 10; i++ {
-		publish(t, pub, topic, newMsgs(100, "m%d")...)
+		relaytest.Publish(t, pub, topic, newMsgs(100, "m%d")...)
 	}
 	n, err := raw.XLen(context.Background(), topic).Result()
 	if err != nil {
@@ -512,16 +510,16 @@ func TestCallerClientStaysOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := redisstream.NewSubscriber(ctx, c, redisstream.SubscriberConfig{Group: unique("g")})
+	s, err := redisstream.NewSubscriber(ctx, c, redisstream.SubscriberConfig{Group: relaytest.Unique("g")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := unique("own-client")
+	topic := relaytest.Unique("own-client")
 	provision(t, s, topic)
-	ch, _ := subscribe(t, s, topic)
+	ch, _ := relaytest.Subscribe(t, s, topic)
 	m := relay.NewMessage([]byte("x"))
-	publish(t, p, topic, m)
-	_ = next(t, ch, "via caller client").Ack()
+	relaytest.Publish(t, p, topic, m)
+	_ = relaytest.Next(t, ch, "via caller client").Ack()
 	_ = p.Close()
 	_ = s.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -533,12 +531,12 @@ func TestCallerClientStaysOpen(t *testing.T) {
 // consumer_ttl) are removed; one that still holds an entry is kept.
 func TestIdleConsumersAreRemoved(t *testing.T) {
 	ctx := context.Background()
-	topic, group := unique("stale"), unique("g")
+	topic, group := relaytest.Unique("stale"), relaytest.Unique("g")
 	raw := rawClient(t)
 	pub := openPub(t)
 	sub := openSub(t, group, "consumer_ttl", "300ms", "claim_idle", "1h", "claim_every", "100ms")
 	provision(t, sub, topic)
-	publish(t, pub, topic, relay.NewMessage([]byte("held by busy")))
+	relaytest.Publish(t, pub, topic, relay.NewMessage([]byte("held by busy")))
 	if err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "busy", Streams: []string{topic, ">"}, Count: 1, Block: -1}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +544,7 @@ func TestIdleConsumersAreRemoved(t *testing.T) {
 		t.Fatalf("XGROUP CREATECONSUMER: %d, %v", n, err)
 	}
 	time.Sleep(400 * time.Millisecond) // both idle longer than consumer_ttl
-	subscribe(t, sub, topic)
+	relaytest.Subscribe(t, sub, topic)
 	var names []string
 	for i := 0; i < 300; i++ {
 		cs, err := raw.XInfoConsumers(ctx, topic, group).Result()

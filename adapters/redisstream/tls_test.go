@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/relaytest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -79,10 +80,10 @@ func TestRedissMutualTLS(t *testing.T) {
 	}
 	defer sub.Close()
 	provision(t, sub, "tls-topic")
-	ch, _ := subscribe(t, sub, "tls-topic")
+	ch, _ := relaytest.Subscribe(t, sub, "tls-topic")
 	m := relay.NewMessage([]byte("over TLS"))
-	publish(t, pub, "tls-topic", m)
-	if got := next(t, ch, "over TLS"); got.ID != m.ID {
+	relaytest.Publish(t, pub, "tls-topic", m)
+	if got := relaytest.Next(t, ch, "over TLS"); got.ID != m.ID {
 		t.Errorf("got %s, want %s", got.ID, m.ID)
 	}
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/internal/relaytest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -75,7 +76,7 @@ func TestMetadataBeyondTenAttributes(t *testing.T) {
 
 			// First look at the wire with the plain SDK.
 			wireMsg := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte("wire"), Metadata: manyKeys(15)}
-			publish(t, pub, topic, wireMsg)
+			relaytest.Publish(t, pub, topic, wireMsg)
 			q, _ := rawClients(t, nil)
 			url := queueURLOf(t, q, queue)
 			got := rawReceive(t, q, url, 5)
@@ -98,8 +99,8 @@ func TestMetadataBeyondTenAttributes(t *testing.T) {
 			md["ünïcödé"] = "✓"
 			m := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte("round trip"), Metadata: md}
 			ch := subscribe(t, sub, topic)
-			publish(t, pub, topic, m)
-			r := next(t, ch, "message with 15 metadata keys")
+			relaytest.Publish(t, pub, topic, m)
+			r := relaytest.Next(t, ch, "message with 15 metadata keys")
 			if r.ID != m.ID || len(r.Metadata) != len(md) {
 				t.Fatalf("got ID %s with %d keys, want %s with %d", r.ID, len(r.Metadata), m.ID, len(md))
 			}
@@ -123,7 +124,7 @@ func TestBinaryPayload(t *testing.T) {
 	for i := range payload {
 		payload[i] = byte(i ^ i>>8)
 	}
-	publish(t, pub, topic, &relay.Message{ID: relay.NewID(), Payload: payload})
+	relaytest.Publish(t, pub, topic, &relay.Message{ID: relay.NewID(), Payload: payload})
 
 	q, _ := rawClients(t, nil)
 	url := queueURLOf(t, q, topic)
@@ -133,7 +134,7 @@ func TestBinaryPayload(t *testing.T) {
 	}
 	_, _ = q.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: raw[0].ReceiptHandle})
 
-	m := next(t, subscribe(t, sub, topic), "binary message")
+	m := relaytest.Next(t, subscribe(t, sub, topic), "binary message")
 	if !bytes.Equal(m.Payload, payload) {
 		t.Errorf("payload differs (len %d, want %d)", len(m.Payload), len(payload))
 	}
@@ -186,8 +187,8 @@ func TestSlowHandlerNotRedelivered(t *testing.T) {
 		provision(t, worker, topic)
 		wch := subscribe(t, worker, topic)
 		m := relay.NewMessage([]byte("slow work"))
-		publish(t, pub, topic, m)
-		got := next(t, wch, "slow message")
+		relaytest.Publish(t, pub, topic, m)
+		got := relaytest.Next(t, wch, "slow message")
 		och := subscribe(t, other, topic)
 		// Work for more than two visibility timeouts while another member polls.
 		deadline := time.After(6500 * time.Millisecond)
@@ -209,7 +210,7 @@ func TestSlowHandlerNotRedelivered(t *testing.T) {
 		if err := got.Ack(); err != nil {
 			t.Fatalf("Ack after slow work: %v", err)
 		}
-		if d := quiet(och, 1500*time.Millisecond); d != nil {
+		if d := relaytest.Quiet(och, 1500*time.Millisecond); d != nil {
 			t.Logf("delivered after Ack: %s", d.ID)
 			redelivered = true
 		}
@@ -239,22 +240,22 @@ func TestSNSFanOutToGroups(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = &relay.Message{ID: relay.NewID(), Payload: []byte(fmt.Sprint("event ", i)), Metadata: relay.Metadata{"n": fmt.Sprint(i)}}
 	}
-	publish(t, pub, topic, msgs...)
+	relaytest.Publish(t, pub, topic, msgs...)
 	for group, s := range map[string]relay.Subscriber{"a": a, "b": b} {
 		ch := subscribe(t, s, topic)
 		seen := map[string]bool{}
 		for len(seen) < len(msgs) {
-			m := next(t, ch, "group "+group)
+			m := relaytest.Next(t, ch, "group "+group)
 			seen[m.ID] = true
 			_ = m.Ack()
 		}
-		if d := quiet(ch, 500*time.Millisecond); d != nil {
+		if d := relaytest.Quiet(ch, 500*time.Millisecond); d != nil {
 			t.Errorf("group %s: extra delivery %s", group, d.ID)
 		}
 	}
 	late := openSub(t, baseURL(t, "sns", "group=late"))
 	lch := subscribe(t, late, topic)
-	if d := quiet(lch, time.Second); d != nil {
+	if d := relaytest.Quiet(lch, time.Second); d != nil {
 		t.Errorf("a group subscribed after publishing got %s", d.ID)
 	}
 }
@@ -283,7 +284,7 @@ func TestFIFOOrderPerKey(t *testing.T) {
 				msgs[i] = &relay.Message{ID: relay.NewID(), Key: fmt.Sprint("key-", i%keys), Payload: []byte(fmt.Sprint(i))}
 			}
 			for i := 0; i < n; i += 30 {
-				publish(t, pub, topic, msgs[i:i+30]...)
+				relaytest.Publish(t, pub, topic, msgs[i:i+30]...)
 			}
 			pos := map[string]int{}
 			for i, m := range msgs {
@@ -292,7 +293,7 @@ func TestFIFOOrderPerKey(t *testing.T) {
 			ch := subscribe(t, sub, topic)
 			last := map[string]int{}
 			for range n {
-				m := next(t, ch, "FIFO message")
+				m := relaytest.Next(t, ch, "FIFO message")
 				p, ok := pos[m.ID]
 				if !ok {
 					t.Fatalf("unexpected message %s", m.ID)
@@ -328,7 +329,7 @@ func TestForeignProducers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := next(t, subscribe(t, sub, topic), "foreign message")
+		m := relaytest.Next(t, subscribe(t, sub, topic), "foreign message")
 		if m.ID != aws.ToString(out.MessageId) || string(m.Payload) != "hello" || m.Metadata["trace"] != "t1" || m.Metadata["n"] != "42" || m.Attempt() != 1 {
 			t.Errorf("got ID %s payload %q metadata %v attempt %d", m.ID, m.Payload, m.Metadata, m.Attempt())
 		}
@@ -343,8 +344,8 @@ func TestForeignProducers(t *testing.T) {
 		// A relay message through a subscription without raw delivery.
 		pub := openPub(t, baseURL(t, "sns"))
 		rm := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte{0xff, 0, 1}, Metadata: relay.Metadata{"a": "1"}}
-		publish(t, pub, topic, rm)
-		m := next(t, ch, "enveloped relay message")
+		relaytest.Publish(t, pub, topic, rm)
+		m := relaytest.Next(t, ch, "enveloped relay message")
 		if m.ID != rm.ID || m.Key != "k" || !bytes.Equal(m.Payload, rm.Payload) || m.Metadata["a"] != "1" || len(m.Metadata) != 1 {
 			t.Errorf("enveloped relay message: ID %s key %q payload %v metadata %v", m.ID, m.Key, m.Payload, m.Metadata)
 		}
@@ -364,7 +365,7 @@ func TestForeignProducers(t *testing.T) {
 			MessageAttributes: map[string]snstypes.MessageAttributeValue{"kind": {DataType: aws.String("String"), StringValue: aws.String("x")}}}); err != nil {
 			t.Fatal(err)
 		}
-		m = next(t, ch, "foreign SNS notification")
+		m = relaytest.Next(t, ch, "foreign SNS notification")
 		if string(m.Payload) != "from elsewhere" || m.Metadata["kind"] != "x" || m.ID == "" {
 			t.Errorf("foreign notification: ID %q payload %q metadata %v", m.ID, m.Payload, m.Metadata)
 		}
@@ -381,22 +382,22 @@ func TestDeadLetterQueue(t *testing.T) {
 	sub := openSub(t, url)
 	provision(t, sub, topic)
 	m := relay.NewMessage([]byte("poison"))
-	publish(t, pub, topic, m)
+	relaytest.Publish(t, pub, topic, m)
 	ch := subscribe(t, sub, topic)
 	for i := 1; i <= 2; i++ {
-		d := next(t, ch, "delivery before dead-lettering")
+		d := relaytest.Next(t, ch, "delivery before dead-lettering")
 		if d.ID != m.ID || d.Attempt() != i {
 			t.Fatalf("delivery %d: ID %s attempt %d", i, d.ID, d.Attempt())
 		}
 		_ = d.Nack()
 	}
 	dlq := openSub(t, baseURL(t, "sqs"))
-	d := next(t, subscribe(t, dlq, topic+"-dlq"), "dead-lettered message")
+	d := relaytest.Next(t, subscribe(t, dlq, topic+"-dlq"), "dead-lettered message")
 	if d.ID != m.ID || string(d.Payload) != "poison" {
 		t.Errorf("dead-letter queue delivered %s %q", d.ID, d.Payload)
 	}
 	_ = d.Ack()
-	if extra := quiet(ch, time.Second); extra != nil {
+	if extra := relaytest.Quiet(ch, time.Second); extra != nil {
 		t.Errorf("the dead-lettered message was delivered on the main queue again (attempt %d)", extra.Attempt())
 	}
 }
@@ -425,7 +426,7 @@ func TestPublishCallsPerMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	publish(t, pub, topic, relay.NewMessage([]byte("create the queue")))
+	relaytest.Publish(t, pub, topic, relay.NewMessage([]byte("create the queue")))
 	counter.reset()
 	const n = 500
 	for i := 0; i < n; i += 100 {
@@ -433,7 +434,7 @@ func TestPublishCallsPerMessage(t *testing.T) {
 		for j := range batch {
 			batch[j] = relay.NewMessage([]byte(fmt.Sprint("m", i+j)))
 		}
-		publish(t, pub, topic, batch...)
+		relaytest.Publish(t, pub, topic, batch...)
 	}
 	if got := counter.count("SendMessageBatch"); got != n/10 || counter.total.Load() != int64(n/10) {
 		t.Errorf("%d messages took %d SendMessageBatch calls and %d calls in all (%s), want %d", n, got, counter.total.Load(), counter, n/10)
@@ -513,13 +514,13 @@ func TestFIFOFailureStopsItsGroupOnly(t *testing.T) {
 	}
 	ch := subscribe(t, sub, topic)
 	for i, id := range wantB {
-		m := next(t, ch, "B message")
+		m := relaytest.Next(t, ch, "B message")
 		if m.ID != id {
 			t.Fatalf("B message %d: got %s, want %s", i, m.ID, id)
 		}
 		_ = m.Ack()
 	}
-	if extra := quiet(ch, 500*time.Millisecond); extra != nil {
+	if extra := relaytest.Quiet(ch, 500*time.Millisecond); extra != nil {
 		t.Errorf("a message of the failed group arrived: %s", extra.Payload)
 	}
 }
@@ -588,8 +589,8 @@ func TestExistingTopicsOnly(t *testing.T) {
 	for _, u := range urls {
 		pub := openPub(t, u)
 		m := relay.NewMessage([]byte(u))
-		publish(t, pub, topic, m)
-		if got := next(t, ch, "message to an existing topic"); got.ID != m.ID {
+		relaytest.Publish(t, pub, topic, m)
+		if got := relaytest.Next(t, ch, "message to an existing topic"); got.ID != m.ID {
 			t.Errorf("%s: got %s, want %s", relay.Redact(u), got.ID, m.ID)
 		} else {
 			_ = got.Ack()
@@ -655,7 +656,7 @@ func TestPublishWaitsForTheService(t *testing.T) {
 		t.Fatalf("Publish after the service came back: %v", err)
 	}
 	sub := openSub(t, baseURL(t, "sqs"))
-	if got := next(t, subscribe(t, sub, topic), "message published while the service was away"); got.ID != m.ID {
+	if got := relaytest.Next(t, subscribe(t, sub, topic), "message published while the service was away"); got.ID != m.ID {
 		t.Errorf("got %s, want %s", got.ID, m.ID)
 	} else {
 		_ = got.Ack()

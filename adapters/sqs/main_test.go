@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/internal/relaytest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -103,57 +103,18 @@ func openSub(t testing.TB, raw string) relay.Subscriber {
 	return s
 }
 
+// provision is relaytest.Provision for the subscribers openSub returns.
 func provision(t testing.TB, s relay.Subscriber, topic string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatalf("Provision(%s): %v", topic, err)
-	}
+	relaytest.Provision(t, s.(relay.Provisioner), topic)
 }
 
+// subscribe is relaytest.Subscribe for tests that end the subscription
+// only at cleanup.
 func subscribe(t testing.TB, s relay.Subscriber, topic string) <-chan *relay.Message {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ch, err := s.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatalf("Subscribe(%s): %v", topic, err)
-	}
+	ch, _ := relaytest.Subscribe(t, s, topic)
 	return ch
-}
-
-func publish(t testing.TB, p relay.Publisher, topic string, msgs ...*relay.Message) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := p.Publish(ctx, topic, msgs...); err != nil {
-		t.Fatalf("Publish(%s, %d): %v", topic, len(msgs), err)
-	}
-}
-
-func next(t testing.TB, ch <-chan *relay.Message, what string) *relay.Message {
-	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: channel closed", what)
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s: nothing within 30s", what)
-	}
-	return nil
-}
-
-// quiet returns a message if one arrives within d, else nil.
-func quiet(ch <-chan *relay.Message, d time.Duration) *relay.Message {
-	select {
-	case m := <-ch:
-		return m
-	case <-time.After(d):
-		return nil
-	}
 }
 
 // rawClients are plain SDK clients of the test service, for checking what
