@@ -223,7 +223,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		stopAfter: stop,
 		out:       make(chan *relay.Message, s.opts.InFlight),
 		free:      s.opts.InFlight,
-		flushAt:   max(1, s.opts.InFlight/4),
+		flushAt:   max(1, s.opts.InFlight/2),
 		unsettled: make(map[uint64]any),
 		delayed:   make(map[uint64]*delayedNack),
 		slotFreed: make(chan struct{}, 1),
