@@ -84,8 +84,8 @@ type Options struct {
 	ExtendEvery time.Duration
 	// BrokerTimeout bounds each Settle, Release and Extend call. Default 10s.
 	BrokerTimeout time.Duration
-	// SettleLinger is how long settlements may wait to fill a batch of a
-	// quarter of the window before they are sent; they are sent at once
+	// SettleLinger is how long settlements may wait to fill a batch of half
+	// the window before they are sent; they are sent at once
 	// when nothing else is held. Default 1ms.
 	SettleLinger time.Duration
 	// Logger receives transient errors. Default slog.Default().
