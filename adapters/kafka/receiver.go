@@ -217,9 +217,11 @@ func (r *receiver) register(fs kgo.Fetches) ([]driver.Received, error) {
 }
 
 // Settle applies acks to the trackers and queues nacked records for
-// redelivery. It never waits for the broker: commits are sent by the
-// commit loop. Settlements of revoked partitions are ignored.
-func (r *receiver) Settle(_ context.Context, batch []driver.Settle) error {
+// redelivery. When the acked prefix moved it commits it before returning
+// (unless commit_interval asks for delayed commits, which the commit loop
+// sends); a failed commit is left to the commit loop's retries.
+// Settlements of revoked partitions are ignored.
+func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	now := time.Now()
 	r.mu.Lock()
 	moved, nacked := false, false
@@ -249,6 +251,15 @@ func (r *receiver) Settle(_ context.Context, batch []driver.Settle) error {
 	r.mu.Unlock()
 	if len(resume) > 0 {
 		r.cl.ResumeFetchPartitions(map[string][]int32{r.topic: resume})
+	}
+	if moved && r.commitInterval == 0 {
+		// Commit before returning: the shared layer frees window slots only
+		// after Settle, so acked-but-uncommitted records stay within the
+		// in-flight window and a crash redelivers at most that many. A
+		// failed commit is retried by the commit loop.
+		if err := r.commitNow(ctx); err == nil {
+			return nil
+		}
 	}
 	if moved {
 		select {
