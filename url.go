@@ -119,14 +119,13 @@ func Redact(raw string) string {
 	if u.RawQuery != "" {
 		q, perr := url.ParseQuery(u.RawQuery)
 		changed := perr != nil
-		for k := range q {
-			lk := strings.ToLower(k)
-			for _, s := range secretWords {
-				if strings.Contains(lk, s) {
-					q[k] = []string{"xxxxx"}
-					changed = true
-					break
-				}
+		for k, vs := range q {
+			if !plainParamName(k) || containsSecretWord(k) || containsSecretWord(strings.Join(vs, "&")) {
+				// A secret-sounding name, a value that looks like another
+				// parameter ("=?sasl_password=..."), or a name that is not a
+				// plain identifier: hide the value rather than guess.
+				q[k] = []string{"xxxxx"}
+				changed = true
 			}
 		}
 		if changed {
@@ -134,4 +133,28 @@ func Redact(raw string) string {
 		}
 	}
 	return u.String()
+}
+
+func containsSecretWord(s string) bool {
+	s = strings.ToLower(s)
+	for _, w := range secretWords {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// plainParamName reports whether k looks like an option name
+// ([A-Za-z0-9_.-]+), as every adapter's options do.
+func plainParamName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
