@@ -23,14 +23,15 @@ import (
 )
 
 type result struct {
-	Scenario string  `json:"scenario"`
-	Adapter  string  `json:"adapter"`
-	Sent     int     `json:"sent"`
-	Received int     `json:"received"`
-	Lost     int     `json:"lost"`
-	Dups     int     `json:"duplicates"`
-	Seconds  float64 `json:"seconds"`
-	Note     string  `json:"note"`
+	Scenario    string  `json:"scenario"`
+	Adapter     string  `json:"adapter"`
+	Sent        int     `json:"sent"`
+	Received    int     `json:"received"`
+	Lost        int     `json:"lost"`
+	Dups        int     `json:"duplicates"`
+	Seconds     float64 `json:"seconds"`
+	Note        string  `json:"note"`
+	KnownDefect string  `json:"known_defect"`
 }
 
 type fuzzRun struct {
@@ -78,7 +79,11 @@ func main() {
 		lost := fmt.Sprint(r.Lost)
 		if r.Lost > 0 {
 			lost = "**" + lost + "**"
-			bad = true
+			if r.KnownDefect == "" {
+				bad = true
+			} else {
+				r.Note += "; **KNOWN DEFECT, open:** " + r.KnownDefect
+			}
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %.1fs | %s |\n",
 			r.Scenario, r.Adapter, r.Sent, r.Received, lost, r.Dups, r.Seconds, strings.ReplaceAll(r.Note, "|", "\\|"))
