@@ -76,9 +76,7 @@ func record(t *testing.T, r Result, start time.Time) {
 // defect (docs/reliability.md, Known limits): the row shows the loss in
 // bold with the reason, but does not fail the run. Remove an entry as soon
 // as its defect is fixed.
-var knownLoss = map[string]string{
-	"broker restart/redisstream": "intermittent (about 1 run in 3): 9 messages never delivered after SHUTDOWN SAVE and restart, even after 90s; under investigation",
-}
+var knownLoss = map[string]string{}
 
 // ledger tracks the IDs sent and the deliveries received. A delivery may
 // be recorded before its ID is declared sent (it can overtake the Publish
