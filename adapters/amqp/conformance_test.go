@@ -43,7 +43,7 @@ func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
 func TestConformance(t *testing.T) {
 	c := newCleaner(t)
 	h := harness(t, c)
-	if why := canRestart(); why == "" {
+	if why := canRestart(t); why == "" {
 		h.Restart = restartBroker
 	} else {
 		t.Logf("no Restart hook: %s", why)

@@ -194,7 +194,7 @@ func startCommand() string {
 // canRestart reports why the test broker cannot be restarted from here, or
 // "" when it can: the local default broker with rabbitmqctl, or any broker
 // when RELAY_TEST_AMQP_STOP and RELAY_TEST_AMQP_START say how.
-func canRestart() string {
+func canRestart(t testing.TB) string {
 	if os.Getenv("RELAY_TEST_AMQP_STOP") != "" && os.Getenv("RELAY_TEST_AMQP_START") != "" {
 		return ""
 	}
@@ -202,6 +202,9 @@ func canRestart() string {
 		return "RELAY_TEST_AMQP_URL names another broker; set RELAY_TEST_AMQP_STOP and RELAY_TEST_AMQP_START to restart it"
 	}
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		if testenv.Required() {
+			t.Fatalf("rabbitmqctl is not installed, but CI must run the restart tests against the local RabbitMQ")
+		}
 		return "rabbitmqctl is not installed here"
 	}
 	return ""
@@ -211,7 +214,7 @@ func canRestart() string {
 // if the test did not do it.
 func stopBroker(t testing.TB) {
 	t.Helper()
-	if why := canRestart(); why != "" {
+	if why := canRestart(t); why != "" {
 		t.Skipf("SKIP: cannot restart RabbitMQ: %s", why)
 	}
 	unlock := testenv.LockForRestart(t, "amqp")

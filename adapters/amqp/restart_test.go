@@ -20,7 +20,7 @@ import (
 // nothing confirmed is lost, publishes wait for the reconnect instead of
 // failing, consumption resumes, and the state changes are observable.
 func TestRestartDuringStream(t *testing.T) {
-	if why := canRestart(); why != "" {
+	if why := canRestart(t); why != "" {
 		t.Skipf("SKIP: %s", why)
 	}
 	c := newCleaner(t)
@@ -152,7 +152,7 @@ func TestRestartDuringStream(t *testing.T) {
 // returns when its ctx ends, saying why, instead of hanging in a socket
 // write; once the alarm clears, publishing goes on.
 func TestPublishWhileBlocked(t *testing.T) {
-	if why := canRestart(); why != "" || os.Getenv("RELAY_TEST_AMQP_STOP") != "" {
+	if why := canRestart(t); why != "" || os.Getenv("RELAY_TEST_AMQP_STOP") != "" {
 		t.Skipf("SKIP: needs the local broker and rabbitmqctl (%s)", why)
 	}
 	c := newCleaner(t)
