@@ -99,6 +99,7 @@ func (e *env) collect(t *testing.T, ch <-chan *relay.Message, want map[string]bo
 	t.Helper()
 	seen := map[string]int{}
 	missing := len(want)
+	last := time.Now()
 	for missing > 0 {
 		select {
 		case m, ok := <-ch:
@@ -109,13 +110,21 @@ func (e *env) collect(t *testing.T, ch <-chan *relay.Message, want map[string]bo
 				missing--
 			}
 			seen[m.ID]++
+			last = time.Now()
 			if ack {
 				if err := m.Ack(); err != nil {
 					t.Fatalf("Ack: %v", err)
 				}
 			}
 		case <-time.After(e.h.ReceiveTimeout):
-			t.Fatalf("%d of %d messages missing after waiting %v", missing, len(want), e.h.ReceiveTimeout)
+			var some []string
+			for id := range want {
+				if seen[id] == 0 && len(some) < 3 {
+					some = append(some, id)
+				}
+			}
+			t.Fatalf("%d of %d messages missing after waiting %v since the last delivery (%s); %d received; missing include %v",
+				missing, len(want), e.h.ReceiveTimeout, last.Format("15:04:05.000"), len(seen), some)
 		}
 	}
 	return seen

@@ -16,8 +16,16 @@ import (
 // base64 form plus attributes must stay within 256 KiB.
 const largePayload = 180 << 10
 
+// conformanceVisibility is the visibility timeout of the suite's
+// subscriptions, well inside its 30s receive timeout. A ReceiveMessage
+// whose answer never reaches the client (a connection cut after the
+// service took the messages) hides its messages for that long before
+// SQS delivers them again; with the default 30s that redelivery landed
+// just after the suite gave up waiting, and the messages counted as lost.
+const conformanceVisibility = "visibility=10s"
+
 func TestConformanceSQS(t *testing.T) {
-	base := baseURL(t, relaysqs.SchemeSQS)
+	base := baseURL(t, relaysqs.SchemeSQS, conformanceVisibility)
 	h := adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), base)
@@ -53,7 +61,7 @@ func TestConformanceSQS(t *testing.T) {
 }
 
 func TestConformanceSNS(t *testing.T) {
-	base := baseURL(t, relaysqs.SchemeSNS)
+	base := baseURL(t, relaysqs.SchemeSNS, conformanceVisibility)
 	adaptertest.Run(t, adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), base)
