@@ -105,3 +105,13 @@ type CapabilityReporter interface {
 type HealthChecker interface {
 	Health() error
 }
+
+// LagReporter is implemented by subscribers that can ask their broker how
+// many messages of topic the subscriber's group has not yet acknowledged:
+// Kafka consumer lag, stream entries not yet delivered or still pending,
+// queue depth. What exactly is counted is each adapter's to document. Lag
+// may make a broker call; ctx bounds it. It returns an error wrapping
+// ErrNotSupported when the backend cannot tell.
+type LagReporter interface {
+	Lag(ctx context.Context, topic string) (int64, error)
+}

@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, route),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "relay_bridge_source_lag_messages",
-			Help: "Messages waiting at the source for the route's group, where the source adapter reports it (LagReporter).",
+			Help: "Messages waiting at the source for the route's group, where the source adapter reports it (relay.LagReporter).",
 		}, route),
 	}
 	reg.MustRegister(m.forwarded, m.failed, m.retries, m.poisoned, m.looped, m.duplicates, m.inFlight, m.latency, m.age, m.lag)

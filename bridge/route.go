@@ -19,15 +19,6 @@ import (
 	"github.com/go-relay/relay/router"
 )
 
-// LagReporter is optionally implemented by a source Subscriber that can
-// tell how many messages of topic wait for its group (Kafka consumer lag,
-// Redis stream entries not yet delivered, queue depth). The bridge polls it
-// for the relay_bridge_source_lag_messages metric. It may block briefly on
-// the broker; ctx bounds it.
-type LagReporter interface {
-	Lag(ctx context.Context, topic string) (int64, error)
-}
-
 // openTimeout bounds connecting to one endpoint.
 const openTimeout = 30 * time.Second
 
@@ -242,9 +233,10 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 }
 
 // poll refreshes the lag gauge until ctx is done, when the source
-// reports lag.
+// reports lag (relay.LagReporter). A source that answers ErrNotSupported
+// is not asked again; other errors leave the gauge at its last value.
 func (r *route) poll(ctx context.Context, sub relay.Subscriber) {
-	lr, ok := sub.(LagReporter)
+	lr, ok := sub.(relay.LagReporter)
 	if !ok {
 		return
 	}
@@ -252,10 +244,16 @@ func (r *route) poll(ctx context.Context, sub relay.Subscriber) {
 	defer t.Stop()
 	for {
 		lctx, cancel := context.WithTimeout(ctx, r.pollInterval)
-		if n, err := lr.Lag(lctx, r.cfg.From.Topic); err == nil {
-			r.m.lag.Set(float64(n))
-		}
+		n, err := lr.Lag(lctx, r.cfg.From.Topic)
 		cancel()
+		switch {
+		case err == nil:
+			r.m.lag.Set(float64(n))
+		case errors.Is(err, relay.ErrNotSupported):
+			return
+		default:
+			r.log.Debug("source lag unknown", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

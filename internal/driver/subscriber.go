@@ -74,6 +74,12 @@ type ProvisionDriver interface {
 	Provision(ctx context.Context, topic string) error
 }
 
+// LagDriver is optionally implemented by a SubscribeDriver; see
+// relay.LagReporter.
+type LagDriver interface {
+	Lag(ctx context.Context, topic string) (int64, error)
+}
+
 // Options tune the shared subscription machinery. Zero values take defaults.
 type Options struct {
 	// InFlight is how many unsettled messages a subscription may hold.
@@ -181,6 +187,22 @@ func (s *Subscriber) Provision(ctx context.Context, topic string) error {
 		return relay.ErrNotSupported
 	}
 	return p.Provision(ctx, topic)
+}
+
+// Lag implements relay.LagReporter; ErrNotSupported if the driver cannot
+// tell.
+func (s *Subscriber) Lag(ctx context.Context, topic string) (int64, error) {
+	if s.isClosed() {
+		return 0, relay.ErrClosed
+	}
+	if topic == "" {
+		return 0, fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
+	}
+	l, ok := s.d.(LagDriver)
+	if !ok {
+		return 0, relay.ErrNotSupported
+	}
+	return l.Lag(ctx, topic)
 }
 
 func (s *Subscriber) isClosed() bool {
