@@ -61,9 +61,10 @@ func (e *entry) size() int { return len(e.payload) + len(e.id) + len(e.key) }
 
 // group is a queue of competing consumers.
 type group struct {
-	ready  []*entry      // ordered by seq
-	wake   chan struct{} // closed and replaced whenever ready grows
-	timers map[*entry]*time.Timer
+	ready     []*entry      // ordered by seq
+	wake      chan struct{} // closed and replaced whenever ready grows
+	timers    map[*entry]*time.Timer
+	delivered int // entries taken by subscriptions and not yet settled or released
 }
 
 func newGroup() *group { return &group{wake: make(chan struct{}), timers: map[*entry]*time.Timer{}} }
@@ -149,9 +150,11 @@ func (g *group) requeueLocked(e *entry) {
 	g.notify()
 }
 
+// requeue hands a delivered entry back to its group, after delay.
 func (b *broker) requeue(g *group, e *entry, delay time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	g.delivered--
 	if delay <= 0 {
 		g.requeueLocked(e)
 		return
@@ -182,5 +185,34 @@ func (b *broker) take(g *group, max int) ([]*entry, <-chan struct{}) {
 	for _, e := range out {
 		e.deliveries++
 	}
+	g.delivered += n
 	return out, nil
+}
+
+// acked records that n delivered entries of g were acknowledged.
+func (b *broker) acked(g *group, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g.delivered -= n
+}
+
+// lag counts the messages of topicName that group name has not acked:
+// ready, waiting out a Nack delay, or delivered and unsettled. A group that
+// does not exist yet counts the retained messages it would receive as the
+// topic's first group, and nothing otherwise.
+func (b *broker) lag(topicName, name string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[topicName]
+	if t == nil {
+		return 0
+	}
+	g := t.groups[name]
+	if g == nil {
+		if len(t.groups) == 0 {
+			return int64(len(t.retained))
+		}
+		return 0
+	}
+	return int64(len(g.ready) + len(g.timers) + g.delivered)
 }

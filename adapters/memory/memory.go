@@ -16,6 +16,9 @@
 //     to the first group created by Subscribe or Provision. Groups created
 //     later start empty.
 //   - Queues of existing groups are not bounded, like a broker's.
+//   - Lag (relay.LagReporter) counts every message of the topic the group
+//     has not acked: queued, delayed by NackAfter, or delivered and
+//     unsettled.
 //
 // URL: mem://NAME?group=G&inflight=N&max_bytes=B (see README).
 package memory
@@ -146,6 +149,15 @@ func (d *subDriver) Provision(_ context.Context, topic string) error {
 	return nil
 }
 
+// Lag implements driver.LagDriver: the messages of topic that the group
+// has not acked, whether waiting in its queue, held back by NackAfter, or
+// delivered and not yet settled. For a group that does not exist yet it is
+// the retained messages when the topic has no group (they would go to
+// this one) and 0 otherwise. It never fails.
+func (d *subDriver) Lag(_ context.Context, topic string) (int64, error) {
+	return d.b.lag(topic, d.group), nil
+}
+
 func (d *subDriver) Subscribe(_ context.Context, topic string) (driver.Receiver, error) {
 	return &receiver{b: d.b, g: d.b.groupFor(topic, d.group)}, nil
 }
@@ -179,10 +191,16 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 }
 
 func (r *receiver) Settle(_ context.Context, batch []driver.Settle) error {
+	acks := 0
 	for _, s := range batch {
-		if !s.Ack {
+		if s.Ack {
+			acks++
+		} else {
 			r.b.requeue(r.g, s.Handle.(*entry), s.Delay)
 		}
+	}
+	if acks > 0 {
+		r.b.acked(r.g, acks)
 	}
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/memory"
+	"github.com/go-relay/relay/internal/relaytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -49,4 +51,64 @@ func TestMaxBytesParam(t *testing.T) {
 	if !errors.As(err, &le) || le.Limit != 1000 {
 		t.Errorf("max_bytes=1000: publishing 2000 bytes = %v, want a *relay.LimitError with limit 1000", err)
 	}
+}
+
+// Lag counts queued, delayed and delivered-but-unsettled messages of the
+// group, and drops as messages are acked.
+func TestLag(t *testing.T) {
+	broker := relay.NewID()
+	pub, err := relay.OpenPublisher(context.Background(), "mem://"+broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub, err := memory.NewSubscriber(broker, memory.SubscriberConfig{Group: "g", InFlight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	other, err := memory.NewSubscriber(broker, memory.SubscriberConfig{Group: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lr := relaytest.LagOf(t, sub)
+
+	// Retained messages go to the topic's first group, so a group not yet
+	// created counts them.
+	relaytest.Publish(t, pub, "retained", relay.NewMessage([]byte("r1")), relay.NewMessage([]byte("r2")))
+	relaytest.WaitLag(t, lr, "retained", 2)
+	relaytest.WaitLag(t, lr, "never-published", 0)
+
+	const topic, n, k = "t", 10, 3
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	relaytest.Provision(t, other.(relay.Provisioner), topic)
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage([]byte{byte(i)})
+	}
+	relaytest.Publish(t, pub, topic, msgs...)
+	relaytest.WaitLag(t, lr, topic, n)
+
+	ch, cancel := relaytest.Subscribe(t, sub, topic)
+	defer cancel()
+	var held []*relay.Message
+	for i := 0; i < k+1; i++ {
+		held = append(held, relaytest.Next(t, ch, "message"))
+	}
+	// Delivered and unsettled messages still count.
+	relaytest.WaitLag(t, lr, topic, n)
+	for _, m := range held[:k] {
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relaytest.WaitLag(t, lr, topic, n-k)
+	// A message waiting out a NackAfter delay still counts.
+	if err := held[k].NackAfter(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.WaitLag(t, lr, topic, n-k)
+	// Another group's lag is its own.
+	relaytest.WaitLag(t, relaytest.LagOf(t, other), topic, n)
 }
