@@ -71,14 +71,18 @@ type subDriver struct {
 
 	mu     sync.Mutex
 	dlxGen uint64
+	closed bool // set by Close before it waits for bg
 
-	bg sync.WaitGroup // background channel closes
+	bg sync.WaitGroup // background channel closes and Lag declares
 }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
 
 // Close implements driver.SubscribeDriver.
 func (d *subDriver) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
 	err := d.sup.close(closeWait)
 	d.bg.Wait()
 	return err
