@@ -31,7 +31,8 @@ var lagAttributes = []sqstypes.QueueAttributeName{
 // relay.ErrNotSupported.
 //
 // Lag creates nothing: a queue that does not exist counts 0 (for sns://,
-// nothing is delivered to a group before its queue is provisioned).
+// nothing is delivered to a group before its queue is provisioned). It
+// makes two requests: GetQueueUrl and GetQueueAttributes.
 func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	if err := validateName(d.scheme, topic, d.cfg.FIFO); err != nil {
 		return 0, err
@@ -43,24 +44,18 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 			return 0, err
 		}
 	}
-	// Share the topology's URL cache, filling it without creating the queue.
-	url, err := d.topo.queues.get(ctx, qname, func(ctx context.Context) (string, error) {
-		out, err := d.c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(qname)})
-		if err != nil {
-			return "", err
-		}
-		return aws.ToString(out.QueueUrl), nil
-	})
+	// Not the topology's URL cache: filling it here would let a later
+	// Subscribe skip creating the queue with its configured attributes.
+	u, err := d.c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(qname)})
 	if err != nil {
 		if urlMissing(err) {
 			return 0, nil
 		}
 		return 0, fmt.Errorf("relay/sqs: finding queue %q: %w", qname, err)
 	}
-	out, err := d.c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: lagAttributes})
+	out, err := d.c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl, AttributeNames: lagAttributes})
 	if err != nil {
 		if isQueueMissing(err) {
-			d.topo.forgetQueue(qname)
 			return 0, nil
 		}
 		return 0, fmt.Errorf("relay/sqs: reading the message counts of queue %q: %w", qname, err)
