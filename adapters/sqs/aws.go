@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
@@ -56,6 +57,18 @@ type clients struct {
 	region    string
 	partition string
 	closeIdle func()
+}
+
+// sdkLogger passes the AWS SDK's log entries to slog: its warnings as
+// warnings, everything else (retries) at debug level.
+type sdkLogger struct{ log *slog.Logger }
+
+func (l sdkLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if c == logging.Warn {
+		level = slog.LevelWarn
+	}
+	l.log.Log(context.Background(), level, "relay/sqs: aws sdk: "+fmt.Sprintf(format, v...))
 }
 
 func (c *clients) close() {
@@ -96,6 +109,14 @@ func newClients(ctx context.Context, cfg Config, o options, withSNS bool) (*clie
 				return nil, fmt.Errorf("relay/sqs: loading the AWS configuration failed; AWS_CA_BUNDLE=%q may be the cause (it must name a readable PEM file; fix or unset it, or pass ca_bundle=PATH): %w", env, err)
 			}
 			return nil, fmt.Errorf("relay/sqs: loading the AWS configuration: %w", err)
+		}
+		// The SDK's own messages (retries of a call, connection trouble)
+		// go to our logger rather than straight to stderr: a retried
+		// publish may have been delivered twice, and an operator reading
+		// debug logs should see why.
+		if o.logger != nil {
+			ac.Logger = sdkLogger{o.logger}
+			ac.ClientLogMode |= aws.LogRetries
 		}
 	}
 	if cfg.Region != "" {
