@@ -18,50 +18,47 @@ type metrics struct {
 	lag        *prometheus.GaugeVec
 }
 
+// routeLabel is the one label every bridge series carries: the route's name.
+var routeLabel = []string{"route"}
+
+// counterVec is a counter per route.
+func counterVec(name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, routeLabel)
+}
+
+// gaugeVec is a gauge per route.
+func gaugeVec(name, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, routeLabel)
+}
+
+// histogramVec is a histogram per route with the given bucket bounds.
+func histogramVec(name, help string, buckets []float64) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, routeLabel)
+}
+
 func newMetrics(reg prometheus.Registerer) *metrics {
-	route := []string{"route"}
 	m := &metrics{
-		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relay_bridge_forwarded_total",
-			Help: "Messages published to the destination and acked at the source.",
-		}, route),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relay_bridge_failed_total",
-			Help: "Deliveries whose publish failed after in-process retries (the message was nacked for redelivery or poisoned).",
-		}, route),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relay_bridge_retries_total",
-			Help: "Publishes retried in process after a failure.",
-		}, route),
-		poisoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relay_bridge_poisoned_total",
-			Help: "Messages moved to the route's poison topic.",
-		}, route),
-		looped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relay_bridge_looped_total",
-			Help: "Messages acked without forwarding because their hop marker showed a loop.",
-		}, route),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relay_bridge_duplicates_total",
-			Help: "Messages acked without forwarding because dedup had seen their ID.",
-		}, route),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "relay_bridge_in_flight",
-			Help: "Messages received from the source and not yet settled.",
-		}, route),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "relay_bridge_forward_seconds",
-			Help:    "Time from receiving a message to the destination confirming it.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5ms .. 16s
-		}, route),
-		age: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "relay_bridge_message_age_seconds",
-			Help: "Age of the latest forwarded message, from the time in its UUIDv7 ID (end-to-end lag; 0 for IDs without a time).",
-		}, route),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "relay_bridge_source_lag_messages",
-			Help: "Messages waiting at the source for the route's group, where the source adapter reports it (relay.LagReporter).",
-		}, route),
+		forwarded: counterVec("relay_bridge_forwarded_total",
+			"Messages published to the destination and acked at the source."),
+		failed: counterVec("relay_bridge_failed_total",
+			"Deliveries whose publish failed after in-process retries (the message was nacked for redelivery or poisoned)."),
+		retries: counterVec("relay_bridge_retries_total",
+			"Publishes retried in process after a failure."),
+		poisoned: counterVec("relay_bridge_poisoned_total",
+			"Messages moved to the route's poison topic."),
+		looped: counterVec("relay_bridge_looped_total",
+			"Messages acked without forwarding because their hop marker showed a loop."),
+		duplicates: counterVec("relay_bridge_duplicates_total",
+			"Messages acked without forwarding because dedup had seen their ID."),
+		inFlight: gaugeVec("relay_bridge_in_flight",
+			"Messages received from the source and not yet settled."),
+		latency: histogramVec("relay_bridge_forward_seconds",
+			"Time from receiving a message to the destination confirming it.",
+			prometheus.ExponentialBuckets(0.0005, 2, 16)), // 0.5ms .. 16s
+		age: gaugeVec("relay_bridge_message_age_seconds",
+			"Age of the latest forwarded message, from the time in its UUIDv7 ID (end-to-end lag; 0 for IDs without a time)."),
+		lag: gaugeVec("relay_bridge_source_lag_messages",
+			"Messages waiting at the source for the route's group, where the source adapter reports it (relay.LagReporter)."),
 	}
 	reg.MustRegister(m.forwarded, m.failed, m.retries, m.poisoned, m.looped, m.duplicates, m.inFlight, m.latency, m.age, m.lag)
 	return m
