@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,12 +22,8 @@ import (
 
 // pubDriver is the broker half of an sqs:// or sns:// publisher.
 type pubDriver struct {
-	scheme string
-	cfg    Config
-	c      *clients
-	topo   *topology
-	caps   relay.Capabilities
-	log    *slog.Logger
+	endpoint
+	api publishAPI
 
 	noBatch  atomic.Bool  // the service lacks SendMessageBatch / PublishBatch
 	batchMax atomic.Int32 // entries per batch call the service takes, when below MaxBatch
@@ -231,7 +226,7 @@ func (d *pubDriver) sendChunk(ctx context.Context, topic string, items []*outgoi
 			missing := isQueueMissing(err) || isTopicMissing(err)
 			if missing && !recreated && ctx.Err() == nil {
 				recreated = true
-				d.forget(topic)
+				d.api.forget(topic)
 				continue
 			}
 			if isTransient(err) && ctx.Err() == nil {
@@ -268,14 +263,6 @@ func (d *pubDriver) sendChunk(ctx context.Context, topic string, items []*outgoi
 	}
 }
 
-func (d *pubDriver) forget(topic string) {
-	if d.scheme == SchemeSNS {
-		d.topo.forgetTopic(topic)
-	} else {
-		d.topo.forgetQueue(topic)
-	}
-}
-
 // sendOnce makes one batch call (or, where the service lacks it, single
 // calls) for items. It sets err on the items whose entry failed and
 // returns the error that failed the call as a whole.
@@ -305,34 +292,121 @@ func isTooManyEntries(err error) bool {
 }
 
 func (d *pubDriver) sendBatchOrSingles(ctx context.Context, topic string, items []*outgoing) error {
-	if d.scheme == SchemeSNS {
-		arn, err := d.topo.topicArn(ctx, topic)
-		if err != nil {
-			return err
-		}
-		if !d.noBatch.Load() {
-			err := d.publishBatch(ctx, arn, topic, items)
-			if err == nil || !isUnsupported(err) {
-				return err
-			}
-			d.noBatch.Store(true)
-			d.log.Info("relay/sqs: the service has no PublishBatch; publishing one message per call", "topic", topic)
-		}
-		return d.publishSingles(ctx, arn, topic, items)
-	}
-	url, err := d.topo.queueURL(ctx, topic)
+	dest, err := d.api.dest(ctx, topic)
 	if err != nil {
 		return err
 	}
+	fifo := isFIFO(topic)
 	if !d.noBatch.Load() {
-		err := d.sendMessageBatch(ctx, url, topic, items)
+		err := d.batchCall(ctx, dest, items, fifo)
 		if err == nil || !isUnsupported(err) {
 			return err
 		}
 		d.noBatch.Store(true)
-		d.log.Info("relay/sqs: the service has no SendMessageBatch; sending one message per call", "queue", topic)
+		d.log.Info(d.api.noBatch, d.api.logKey, topic)
 	}
-	return d.sendSingles(ctx, url, topic, items)
+	return d.singleCalls(ctx, dest, items, fifo)
+}
+
+// entry is one message as a publish call carries it: id is its index in
+// the batch call; group and dedup (MessageGroupId and
+// MessageDeduplicationId) are set on FIFO topics only.
+type entry struct {
+	id           string
+	body         string
+	attrs        map[string]string
+	group, dedup *string
+}
+
+func newEntry(i int, it *outgoing, fifo bool) entry {
+	e := entry{id: strconv.Itoa(i), body: it.e.body, attrs: it.e.attrs}
+	if fifo {
+		e.group = aws.String(fifoID(it.m.Key))
+		e.dedup = aws.String(fifoID(it.m.ID))
+	}
+	return e
+}
+
+// failFunc records an entry that a batch call lists as Failed.
+type failFunc func(id, code, message *string, senderFault bool)
+
+// publishAPI is what publishing to SQS and to SNS does differently: the
+// service calls and their types. The flow around them (sendBatchOrSingles,
+// batchCall, singleCalls) is shared.
+type publishAPI struct {
+	noBatch string // logged when the service turns out to lack the batch call
+	logKey  string // the log attribute that names the queue or topic
+	// dest returns where topic's messages go: the queue URL or topic ARN.
+	dest func(ctx context.Context, topic string) (string, error)
+	// forget makes the next dest of topic look it up (or create it) again.
+	forget func(topic string)
+	// batch makes one batch call to dest and calls fail for each entry the
+	// service lists as Failed. An error fails the call as a whole.
+	batch func(ctx context.Context, dest string, entries []entry, fail failFunc) error
+	// single makes one single-message call to dest.
+	single func(ctx context.Context, dest string, e entry) error
+	// missing tells whether err says the queue or topic does not exist.
+	missing func(err error) bool
+}
+
+func sqsPublishAPI(c *clients, topo *topology) publishAPI {
+	return publishAPI{
+		noBatch: "relay/sqs: the service has no SendMessageBatch; sending one message per call",
+		logKey:  "queue",
+		dest:    topo.queueURL,
+		forget:  topo.forgetQueue,
+		batch: func(ctx context.Context, url string, entries []entry, fail failFunc) error {
+			in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: make([]sqstypes.SendMessageBatchRequestEntry, len(entries))}
+			for i, e := range entries {
+				in.Entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(e.id), MessageBody: aws.String(e.body),
+					MessageAttributes: sqsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup}
+			}
+			out, err := c.sqs.SendMessageBatch(ctx, in)
+			if err != nil {
+				return err
+			}
+			for _, f := range out.Failed {
+				fail(f.Id, f.Code, f.Message, f.SenderFault)
+			}
+			return nil
+		},
+		single: func(ctx context.Context, url string, e entry) error {
+			_, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(e.body),
+				MessageAttributes: sqsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup})
+			return err
+		},
+		missing: isQueueMissing,
+	}
+}
+
+func snsPublishAPI(c *clients, topo *topology) publishAPI {
+	return publishAPI{
+		noBatch: "relay/sqs: the service has no PublishBatch; publishing one message per call",
+		logKey:  "topic",
+		dest:    topo.topicArn,
+		forget:  topo.forgetTopic,
+		batch: func(ctx context.Context, arn string, entries []entry, fail failFunc) error {
+			in := &sns.PublishBatchInput{TopicArn: aws.String(arn), PublishBatchRequestEntries: make([]snstypes.PublishBatchRequestEntry, len(entries))}
+			for i, e := range entries {
+				in.PublishBatchRequestEntries[i] = snstypes.PublishBatchRequestEntry{Id: aws.String(e.id), Message: aws.String(e.body),
+					MessageAttributes: snsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup}
+			}
+			out, err := c.sns.PublishBatch(ctx, in)
+			if err != nil {
+				return err
+			}
+			for _, f := range out.Failed {
+				fail(f.Id, f.Code, f.Message, f.SenderFault)
+			}
+			return nil
+		},
+		single: func(ctx context.Context, arn string, e entry) error {
+			_, err := c.sns.Publish(ctx, &sns.PublishInput{TopicArn: aws.String(arn), Message: aws.String(e.body),
+				MessageAttributes: snsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup})
+			return err
+		},
+		missing: isTopicMissing,
+	}
 }
 
 func sqsAttrs(a map[string]string) map[string]sqstypes.MessageAttributeValue {
@@ -351,90 +425,32 @@ func snsAttrs(a map[string]string) map[string]snstypes.MessageAttributeValue {
 	return out
 }
 
-func (d *pubDriver) sendMessageBatch(ctx context.Context, url, topic string, items []*outgoing) error {
-	fifo := isFIFO(topic)
-	entries := make([]sqstypes.SendMessageBatchRequestEntry, len(items))
+// batchCall sends items in one batch call to dest. An entry not listed as
+// failed was accepted: the call succeeded, and Failed names the
+// exceptions, each by its Id, the item's index, and gets an EntryError.
+// (goaws reports its successes under another JSON key, so Successful
+// cannot be relied on.)
+func (d *pubDriver) batchCall(ctx context.Context, dest string, items []*outgoing, fifo bool) error {
+	entries := make([]entry, len(items))
 	for i, it := range items {
-		entries[i] = sqstypes.SendMessageBatchRequestEntry{
-			Id:                aws.String(strconv.Itoa(i)),
-			MessageBody:       aws.String(it.e.body),
-			MessageAttributes: sqsAttrs(it.e.attrs),
-		}
-		if fifo {
-			entries[i].MessageGroupId = aws.String(fifoID(it.m.Key))
-			entries[i].MessageDeduplicationId = aws.String(fifoID(it.m.ID))
-		}
+		entries[i] = newEntry(i, it, fifo)
 	}
-	out, err := d.c.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
-	if err != nil {
-		return err
-	}
-	// An entry not listed as failed was accepted: the call succeeded, and
-	// Failed names the exceptions. (goaws reports its successes under
-	// another JSON key, so Successful cannot be relied on.)
-	for _, f := range out.Failed {
-		if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i >= 0 && i < len(items) {
-			items[i].err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+	return d.api.batch(ctx, dest, entries, func(id, code, message *string, senderFault bool) {
+		if i, err := strconv.Atoi(aws.ToString(id)); err == nil && i >= 0 && i < len(items) {
+			items[i].err = &EntryError{Code: aws.ToString(code), Message: aws.ToString(message), SenderFault: senderFault}
 		}
-	}
-	return nil
+	})
 }
 
-func (d *pubDriver) sendSingles(ctx context.Context, url, topic string, items []*outgoing) error {
-	fifo := isFIFO(topic)
+// singleCalls sends items one call each, for a service without the batch
+// call. A failure of the first call that the service did not answer
+// (nothing sent yet), or a missing queue or topic, fails the call as a
+// whole; other failures are set on their items.
+func (d *pubDriver) singleCalls(ctx context.Context, dest string, items []*outgoing, fifo bool) error {
 	for i, it := range items {
-		in := &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(it.e.body), MessageAttributes: sqsAttrs(it.e.attrs)}
-		if fifo {
-			in.MessageGroupId = aws.String(fifoID(it.m.Key))
-			in.MessageDeduplicationId = aws.String(fifoID(it.m.ID))
-		}
-		if _, err := d.c.sqs.SendMessage(ctx, in); err != nil {
-			if i == 0 && apiCode(err) == "" || isQueueMissing(err) {
-				return err // nothing sent yet, or the queue is gone: a whole-call failure
-			}
-			it.err = err
-		}
-	}
-	return nil
-}
-
-func (d *pubDriver) publishBatch(ctx context.Context, arn, topic string, items []*outgoing) error {
-	fifo := isFIFO(topic)
-	entries := make([]snstypes.PublishBatchRequestEntry, len(items))
-	for i, it := range items {
-		entries[i] = snstypes.PublishBatchRequestEntry{
-			Id:                aws.String(strconv.Itoa(i)),
-			Message:           aws.String(it.e.body),
-			MessageAttributes: snsAttrs(it.e.attrs),
-		}
-		if fifo {
-			entries[i].MessageGroupId = aws.String(fifoID(it.m.Key))
-			entries[i].MessageDeduplicationId = aws.String(fifoID(it.m.ID))
-		}
-	}
-	out, err := d.c.sns.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(arn), PublishBatchRequestEntries: entries})
-	if err != nil {
-		return err
-	}
-	for _, f := range out.Failed {
-		if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i >= 0 && i < len(items) {
-			items[i].err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
-		}
-	}
-	return nil
-}
-
-func (d *pubDriver) publishSingles(ctx context.Context, arn, topic string, items []*outgoing) error {
-	fifo := isFIFO(topic)
-	for i, it := range items {
-		in := &sns.PublishInput{TopicArn: aws.String(arn), Message: aws.String(it.e.body), MessageAttributes: snsAttrs(it.e.attrs)}
-		if fifo {
-			in.MessageGroupId = aws.String(fifoID(it.m.Key))
-			in.MessageDeduplicationId = aws.String(fifoID(it.m.ID))
-		}
-		if _, err := d.c.sns.Publish(ctx, in); err != nil {
-			if i == 0 && apiCode(err) == "" || isTopicMissing(err) {
-				return err
+		if err := d.api.single(ctx, dest, newEntry(i, it, fifo)); err != nil {
+			if i == 0 && apiCode(err) == "" || d.api.missing(err) {
+				return err // nothing sent yet, or the queue or topic is gone: a whole-call failure
 			}
 			it.err = err
 		}

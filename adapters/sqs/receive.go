@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -37,12 +36,7 @@ const maxTrackedAttempts = 10000
 
 // subDriver is the broker half of an sqs:// or sns:// subscriber.
 type subDriver struct {
-	scheme string
-	cfg    Config
-	c      *clients
-	topo   *topology
-	caps   relay.Capabilities
-	log    *slog.Logger
+	endpoint
 
 	noBatchVis atomic.Bool // the service lacks ChangeMessageVisibilityBatch
 	noBatchDel atomic.Bool // the service lacks DeleteMessageBatch

@@ -77,53 +77,62 @@ func applyOptions(opts []Option) options {
 	return o
 }
 
-func newPublisher(ctx context.Context, scheme string, cfg Config, opts []Option) (relay.Publisher, error) {
-	if err := cfg.Validate(scheme, false); err != nil {
-		return nil, err
+// endpoint is the setup a publisher and a subscriber share: the validated
+// configuration with its defaults, the service clients, the topology
+// cache, the capability row and the logger.
+type endpoint struct {
+	scheme string
+	cfg    Config
+	c      *clients
+	topo   *topology
+	caps   relay.Capabilities
+	log    *slog.Logger
+}
+
+func newEndpoint(ctx context.Context, scheme string, cfg Config, opts []Option, subscriber bool) (endpoint, error) {
+	if err := cfg.Validate(scheme, subscriber); err != nil {
+		return endpoint{}, err
 	}
 	cfg = cfg.withDefaults()
 	o := applyOptions(opts)
 	c, err := newClients(ctx, cfg, o, scheme == SchemeSNS)
 	if err != nil {
-		return nil, err
+		return endpoint{}, err
 	}
 	log := o.logger.With("backend", scheme)
-	d := &pubDriver{
+	return endpoint{
 		scheme: scheme,
 		cfg:    cfg,
 		c:      c,
 		topo:   &topology{c: c, cfg: cfg, log: log},
 		caps:   capabilities(scheme, cfg),
 		log:    log,
+	}, nil
+}
+
+func newPublisher(ctx context.Context, scheme string, cfg Config, opts []Option) (relay.Publisher, error) {
+	e, err := newEndpoint(ctx, scheme, cfg, opts, false)
+	if err != nil {
+		return nil, err
 	}
-	return driver.NewPublisher(d, 0), nil
+	api := sqsPublishAPI(e.c, e.topo)
+	if scheme == SchemeSNS {
+		api = snsPublishAPI(e.c, e.topo)
+	}
+	return driver.NewPublisher(&pubDriver{endpoint: e, api: api}, 0), nil
 }
 
 func newSubscriber(ctx context.Context, scheme string, cfg Config, opts []Option) (relay.Subscriber, error) {
-	if err := cfg.Validate(scheme, true); err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	o := applyOptions(opts)
-	c, err := newClients(ctx, cfg, o, scheme == SchemeSNS)
+	e, err := newEndpoint(ctx, scheme, cfg, opts, true)
 	if err != nil {
 		return nil, err
 	}
-	log := o.logger.With("backend", scheme)
-	d := &subDriver{
-		scheme: scheme,
-		cfg:    cfg,
-		c:      c,
-		topo:   &topology{c: c, cfg: cfg, log: log},
-		caps:   capabilities(scheme, cfg),
-		log:    log,
-		active: map[*receiver]struct{}{},
-	}
-	extend := cfg.ExtendEvery
+	d := &subDriver{endpoint: e, active: map[*receiver]struct{}{}}
+	extend := e.cfg.ExtendEvery
 	if extend < 0 {
 		extend = 0
 	}
-	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, ExtendEvery: extend, Logger: log}), nil
+	return driver.NewSubscriber(d, driver.Options{InFlight: e.cfg.InFlight, ExtendEvery: extend, Logger: e.log}), nil
 }
 
 // capabilities is the capability row of scheme under cfg.
