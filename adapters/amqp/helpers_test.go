@@ -3,8 +3,6 @@ package amqp_test
 import (
 	"context"
 	"net/url"
-	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -174,77 +172,21 @@ func rawChannel(t testing.TB) *amqp091.Channel {
 	return ch
 }
 
-// Broker restarts. RabbitMQ's application is stopped and started with
-// rabbitmqctl (or the commands in RELAY_TEST_AMQP_STOP / _START).
+// rabbit is the test broker for restarts: RabbitMQ's application is
+// stopped and started with rabbitmqctl (or the commands in
+// RELAY_TEST_AMQP_STOP / _START).
+var rabbit = testenv.LocalRabbitMQ(brokerUp)
 
-func stopCommand() string {
-	if c := os.Getenv("RELAY_TEST_AMQP_STOP"); c != "" {
-		return c
-	}
-	return "rabbitmqctl stop_app"
-}
-
-func startCommand() string {
-	if c := os.Getenv("RELAY_TEST_AMQP_START"); c != "" {
-		return c
-	}
-	return "rabbitmqctl start_app && rabbitmqctl await_startup"
-}
-
-// canRestart reports why the test broker cannot be restarted from here, or
-// "" when it can: the local default broker with rabbitmqctl, or any broker
-// when RELAY_TEST_AMQP_STOP and RELAY_TEST_AMQP_START say how.
-func canRestart(t testing.TB) string {
-	if os.Getenv("RELAY_TEST_AMQP_STOP") != "" && os.Getenv("RELAY_TEST_AMQP_START") != "" {
-		return ""
-	}
-	if testenv.URL("RELAY_TEST_AMQP_URL", testenv.DefaultAMQPURL) != testenv.DefaultAMQPURL {
-		return "RELAY_TEST_AMQP_URL names another broker; set RELAY_TEST_AMQP_STOP and RELAY_TEST_AMQP_START to restart it"
-	}
-	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
-		if testenv.Required() {
-			t.Fatalf("rabbitmqctl is not installed, but CI must run the restart tests against the local RabbitMQ")
-		}
-		return "rabbitmqctl is not installed here"
-	}
-	return ""
-}
-
-// stopBroker stops RabbitMQ's application; it is started again at cleanup
-// if the test did not do it.
-func stopBroker(t testing.TB) {
-	t.Helper()
-	if why := canRestart(t); why != "" {
-		t.Skipf("SKIP: cannot restart RabbitMQ: %s", why)
-	}
-	unlock := testenv.LockForRestart(t, "amqp")
-	t.Cleanup(func() {
-		defer unlock()
-		if !brokerUp() {
-			startBroker(t)
-		}
-	})
-	if out, err := exec.Command("sh", "-c", stopCommand()).CombinedOutput(); err != nil {
-		t.Fatalf("stopping RabbitMQ (%s): %v: %s", stopCommand(), err, out)
-	}
-}
-
-// startBroker starts RabbitMQ's application and waits until it accepts
-// AMQP connections.
-func startBroker(t testing.TB) {
-	t.Helper()
-	if out, err := exec.Command("sh", "-c", startCommand()).CombinedOutput(); err != nil {
-		t.Errorf("starting RabbitMQ (%s): %v: %s", startCommand(), err, out)
-		return
-	}
-	for i := 0; i < 300; i++ {
-		if brokerUp() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Errorf("RabbitMQ does not accept connections after %q", startCommand())
-}
+// canRestart reports why the test broker cannot be restarted from here
+// (see testenv.LocalBroker); stopBroker stops it until startBroker (or the
+// test's cleanup) starts it again; restartBroker is adaptertest's Restart
+// hook.
+var (
+	canRestart    = rabbit.CanRestart
+	stopBroker    = rabbit.Stop
+	startBroker   = rabbit.Start
+	restartBroker = rabbit.Restart
+)
 
 func brokerUp() bool {
 	conn, err := amqp091.DialConfig(testenv.URL("RELAY_TEST_AMQP_URL", testenv.DefaultAMQPURL),
@@ -254,11 +196,4 @@ func brokerUp() bool {
 	}
 	_ = conn.Close()
 	return true
-}
-
-// restartBroker is adaptertest's Restart hook.
-func restartBroker(t testing.TB) {
-	t.Helper()
-	stopBroker(t)
-	startBroker(t)
 }

@@ -3,8 +3,6 @@ package redisstream_test
 import (
 	"context"
 	"net/url"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -76,48 +74,26 @@ func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	return s
 }
 
-// restartCommand is how the tests start the local Redis again (the
-// development machine's and CI's command, or RELAY_TEST_REDIS_START).
-func restartCommand() string {
-	if c := os.Getenv("RELAY_TEST_REDIS_START"); c != "" {
-		return c
-	}
-	return `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log`
-}
+// local is the test server for restarts: it is stopped with SHUTDOWN
+// NOSAVE and started with the development machine's and CI's command (or
+// RELAY_TEST_REDIS_START).
+var local = testenv.LocalRedis(redisUp, shutdownRedis)
 
-// canRestart reports why the test server cannot be restarted from here,
-// or "" when it can: only the local default server, or any server when
-// RELAY_TEST_REDIS_START says how to start it.
-func canRestart(t testing.TB) string {
-	if os.Getenv("RELAY_TEST_REDIS_START") != "" {
-		return ""
-	}
-	if configuredURL() != testenv.DefaultRedisURL {
-		return "RELAY_TEST_REDIS_URL names another server; set RELAY_TEST_REDIS_START to the command that starts it"
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if testenv.Required() {
-			t.Fatalf("redis-server is not installed, but CI must run the restart tests against the local Redis")
-		}
-		return "redis-server is not installed here"
-	}
-	return ""
-}
+// canRestart reports why the test server cannot be restarted from here
+// (see testenv.LocalBroker); stopRedis stops it until startRedis (or the
+// test's cleanup) starts it again; restartRedis is adaptertest's Restart
+// hook.
+var (
+	canRestart   = local.CanRestart
+	stopRedis    = local.Stop
+	startRedis   = local.Start
+	restartRedis = local.Restart
+)
 
-// stopRedis shuts the test server down without saving. The server is
-// started again at cleanup if the test did not do it.
-func stopRedis(t testing.TB) {
+// shutdownRedis shuts the test server down without saving and waits
+// until it no longer answers.
+func shutdownRedis(t testing.TB) {
 	t.Helper()
-	if why := canRestart(t); why != "" {
-		t.Skipf("SKIP: cannot restart Redis: %s", why)
-	}
-	unlock := testenv.LockForRestart(t, "redis")
-	t.Cleanup(func() {
-		defer unlock()
-		if !redisUp() {
-			startRedis(t)
-		}
-	})
 	c := rawClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -128,23 +104,6 @@ func stopRedis(t testing.TB) {
 	if redisUp() {
 		t.Fatal("Redis still answers after SHUTDOWN NOSAVE")
 	}
-}
-
-// startRedis starts the test server and waits until it answers PING.
-func startRedis(t testing.TB) {
-	t.Helper()
-	out, err := exec.Command("sh", "-c", restartCommand()).CombinedOutput()
-	if err != nil {
-		t.Errorf("starting Redis (%s): %v: %s", restartCommand(), err, out)
-		return
-	}
-	for i := 0; i < 200; i++ {
-		if redisUp() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Errorf("Redis does not answer after %q", restartCommand())
 }
 
 func redisUp() bool {
@@ -159,11 +118,4 @@ func redisUp() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return c.Ping(ctx).Err() == nil
-}
-
-// restartRedis stops and starts the test server (adaptertest's Restart hook).
-func restartRedis(t testing.TB) {
-	t.Helper()
-	stopRedis(t)
-	startRedis(t)
 }
