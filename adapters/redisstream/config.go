@@ -1,6 +1,7 @@
 package redisstream
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,9 +76,7 @@ func (c *PublisherConfig) Validate() error {
 }
 
 func (c *PublisherConfig) defaults() {
-	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
+	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
 }
 
 // SubscriberConfig configures a subscriber.
@@ -124,27 +123,13 @@ func (c *SubscriberConfig) defaults() {
 	if c.Consumer == "" {
 		c.Consumer = defaultConsumer()
 	}
-	if c.Start == "" {
-		c.Start = DefaultStart
-	}
-	if c.InFlight == 0 {
-		c.InFlight = DefaultInFlight
-	}
-	if c.Block == 0 {
-		c.Block = DefaultBlock
-	}
-	if c.ClaimIdle == 0 {
-		c.ClaimIdle = DefaultClaimIdle
-	}
-	if c.ClaimEvery == 0 {
-		c.ClaimEvery = DefaultClaimEvery
-	}
-	if c.ConsumerTTL == 0 {
-		c.ConsumerTTL = DefaultConsumerTTL
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Start = cmp.Or(c.Start, DefaultStart)
+	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
+	c.Block = cmp.Or(c.Block, DefaultBlock)
+	c.ClaimIdle = cmp.Or(c.ClaimIdle, DefaultClaimIdle)
+	c.ClaimEvery = cmp.Or(c.ClaimEvery, DefaultClaimEvery)
+	c.ConsumerTTL = cmp.Or(c.ConsumerTTL, DefaultConsumerTTL)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Validate reports every problem of c at once, or nil. Zero values that

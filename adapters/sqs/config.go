@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -173,33 +174,15 @@ var accountRe = regexp.MustCompile(`^[0-9]{12}$`)
 var groupRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 func (c Config) withDefaults() Config {
-	if c.Wait == 0 {
-		c.Wait = DefaultWait
-	}
-	if c.MaxMessages == 0 {
-		c.MaxMessages = MaxBatch
-	}
-	if c.InFlight == 0 {
-		c.InFlight = DefaultInFlight
-	}
-	if c.Visibility == 0 {
-		c.Visibility = DefaultVisibility
-	}
-	if c.ExtendEvery == 0 {
-		c.ExtendEvery = c.Visibility / 3
-	}
-	if c.MaxBytes == 0 {
-		c.MaxBytes = DefaultMaxBytes
-	}
-	if c.SendConcurrency == 0 {
-		c.SendConcurrency = DefaultSendConcurrency
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultMaxAttempts
-	}
-	if c.AckLinger == 0 {
-		c.AckLinger = DefaultAckLinger
-	}
+	c.Wait = cmp.Or(c.Wait, DefaultWait)
+	c.MaxMessages = cmp.Or(c.MaxMessages, MaxBatch)
+	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
+	c.Visibility = cmp.Or(c.Visibility, DefaultVisibility)
+	c.ExtendEvery = cmp.Or(c.ExtendEvery, c.Visibility/3)
+	c.MaxBytes = cmp.Or(c.MaxBytes, DefaultMaxBytes)
+	c.SendConcurrency = cmp.Or(c.SendConcurrency, DefaultSendConcurrency)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.AckLinger = cmp.Or(c.AckLinger, DefaultAckLinger)
 	return c
 }
 
