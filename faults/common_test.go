@@ -10,7 +10,6 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -290,25 +289,6 @@ func publishAll(t testing.TB, l *ledger, p relay.Publisher, topic string, msgs [
 		}
 	}
 	return failures
-}
-
-// lockBroker takes the restart lock that the adapters' own restart tests
-// use (a flock on $TMPDIR/relay-<broker>-restart.lock), exclusively while
-// this test stops the broker. Best effort where flock is missing.
-func lockBroker(t testing.TB, broker string) (unlock func()) {
-	t.Helper()
-	path := os.TempDir() + "/relay-" + broker + "-restart.lock"
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Logf("no restart lock (%v); going on", err)
-		return func() {}
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		t.Logf("no restart lock (%v); going on", err)
-		return func() {}
-	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }
 }
 
 var (

@@ -81,7 +81,7 @@ func TestRestartRedis(t *testing.T) {
 		t.Skip("SKIP: RELAY_TEST_REDIS_URL names an external server; only the local one is restarted")
 	}
 	restartScenario(t, "redisstream", base, withParams(t, base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
-		unlock := lockBroker(t, "redis")
+		unlock := testenv.LockForRestart(t, "redis")
 		defer unlock()
 		opts, _ := redis.ParseURL(base)
 		c := redis.NewClient(opts)
@@ -126,7 +126,7 @@ func TestRestartRabbitMQ(t *testing.T) {
 		t.Skip("SKIP: rabbitmqctl not installed")
 	}
 	restartScenario(t, "amqp", base, withParams(t, base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
-		unlock := lockBroker(t, "amqp")
+		unlock := testenv.LockForRestart(t, "amqp")
 		defer unlock()
 		run := func(args ...string) {
 			if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
