@@ -90,19 +90,7 @@ func (r *Router) AddHandler(name string, sub relay.Subscriber, topic string, h H
 	for _, o := range opts {
 		o(&hc)
 	}
-	var errs []error
-	if name == "" {
-		errs = append(errs, errors.New("router: handler name is empty"))
-	}
-	if sub == nil {
-		errs = append(errs, fmt.Errorf("router: handler %q: subscriber is nil", name))
-	}
-	if topic == "" {
-		errs = append(errs, fmt.Errorf("router: handler %q: %w: empty", name, relay.ErrInvalidTopic))
-	}
-	if h == nil {
-		errs = append(errs, fmt.Errorf("router: handler %q: handler func is nil", name))
-	}
+	errs := checkBinding(name, sub, topic, h == nil)
 	if hc.concurrency < 1 || hc.concurrency > maxConcurrency {
 		errs = append(errs, fmt.Errorf("router: handler %q: concurrency %d not in [1, %d]", name, hc.concurrency, maxConcurrency))
 	}
@@ -117,19 +105,44 @@ func (r *Router) AddHandler(name string, sub relay.Subscriber, topic string, h H
 			errs = append(errs, fmt.Errorf("router: handler %q: output %d: %w: empty", name, i, relay.ErrInvalidTopic))
 		}
 	}
+	return r.add(&handler{r: r, name: name, sub: sub, topic: topic, fn: h, cfg: hc}, errs)
+}
+
+// checkBinding reports the problems of the arguments that every kind of
+// handler takes; noFunc tells that the handler func is nil.
+func checkBinding(name string, sub relay.Subscriber, topic string, noFunc bool) []error {
+	var errs []error
+	if name == "" {
+		errs = append(errs, errors.New("router: handler name is empty"))
+	}
+	if sub == nil {
+		errs = append(errs, fmt.Errorf("router: handler %q: subscriber is nil", name))
+	}
+	if topic == "" {
+		errs = append(errs, fmt.Errorf("router: handler %q: %w: empty", name, relay.ErrInvalidTopic))
+	}
+	if noFunc {
+		errs = append(errs, fmt.Errorf("router: handler %q: handler func is nil", name))
+	}
+	return errs
+}
+
+// add registers h, or returns ErrRunning after Run started, or errs joined
+// with a duplicate name.
+func (r *Router) add(h *handler, errs []error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state != stateIdle {
 		return ErrRunning
 	}
-	if name != "" && r.names[name] {
-		errs = append(errs, fmt.Errorf("router: handler %q added twice", name))
+	if h.name != "" && r.names[h.name] {
+		errs = append(errs, fmt.Errorf("router: handler %q added twice", h.name))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	r.names[name] = true
-	r.handlers = append(r.handlers, &handler{r: r, name: name, sub: sub, topic: topic, fn: h, cfg: hc})
+	r.names[h.name] = true
+	r.handlers = append(r.handlers, h)
 	return nil
 }
 

@@ -183,6 +183,13 @@ func (h *handler) process(m *relay.Message) {
 	if err == nil && len(outs) > 0 {
 		err = h.publish(outs)
 	}
+	h.settle(m, err)
+}
+
+// settle acks m after a success (err nil) and otherwise nacks it with
+// Config.RedeliveryDelay, logging the failure. A message that is already
+// settled (the handler did it) is left alone.
+func (h *handler) settle(m *relay.Message, err error) {
 	if m.Settled() {
 		return
 	}
