@@ -79,7 +79,7 @@ func NoRedeliveryDelay(*relay.Message, error) time.Duration { return 0 }
 // Errors returned by the Router.
 var (
 	// ErrRunning is returned by Run when the router already runs or ran,
-	// and by Use and AddHandler after Run started.
+	// and by Use, AddHandler and AddBatchHandler after Run started.
 	ErrRunning = errors.New("router: already running")
 	// ErrClosed is returned by Run after Close; it wraps relay.ErrClosed.
 	ErrClosed = fmt.Errorf("router: %w", relay.ErrClosed)

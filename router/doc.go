@@ -44,6 +44,17 @@
 // is redelivered later, so a later message with the same Key may overtake
 // it; put Retry in the chain to keep the lane on the failing message.
 //
+// # Batch handlers
+//
+// AddBatchHandler binds a BatchHandler, which gets several messages at once
+// (for one bulk insert or API call): up to WithBatchSize messages, or fewer
+// when WithBatchWait passes after the first, in delivery order, one batch at
+// a time. It returns nil (all acked), a *BatchError naming the failed
+// message IDs (those nacked with Config.RedeliveryDelay, the rest acked) or
+// another error (all nacked). A batch never holds more messages than the
+// subscription's in-flight window. Middleware is per message and does not
+// wrap batch handlers; there is no poison queue for batches.
+//
 // # Shutdown
 //
 // See Router.Run. Handlers get a context owned by the router, not the

@@ -23,8 +23,8 @@ const (
 // the middleware) for every delivered message with bounded concurrency and
 // per-Key order, publishes what it returns, and settles the message.
 //
-// A Router is configured (Use, AddHandler, Own) before Run and runs once.
-// Its methods are safe for concurrent use.
+// A Router is configured (Use, AddHandler, AddBatchHandler, Own) before
+// Run and runs once. Its methods are safe for concurrent use.
 type Router struct {
 	cfg Config
 	log *slog.Logger
@@ -196,12 +196,14 @@ func (r *Router) Done() <-chan struct{} { return r.done }
 // Run subscribes every handler and handles messages until ctx is done or
 // Close is called; both shut the router down gracefully:
 //
-//  1. stop fetching: no handler starts on a new message; messages that were
-//     delivered but not started are nacked (redelivered at once);
-//  2. handlers in progress finish with a live context, for up to
-//     CloseTimeout (then their context is cancelled), and their messages
-//     are settled (outputs published, then Ack; or Nack) while the
-//     subscriptions still run, so the settlements count;
+//  1. stop fetching: no handler starts on a new message or batch; messages
+//     that were delivered but not started, including those collected into
+//     a batch not yet handed to its BatchHandler, are nacked (redelivered
+//     at once);
+//  2. handlers in progress (a message or a batch) finish with a live
+//     context, for up to CloseTimeout (then their context is cancelled),
+//     and their messages are settled (outputs published, then Ack; or
+//     Nack) while the subscriptions still run, so the settlements count;
 //  3. the subscriptions end (their contexts are cancelled; Run waits for
 //     their channels to close);
 //  4. values handed to Own are closed.

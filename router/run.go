@@ -12,7 +12,8 @@ import (
 	"github.com/go-relay/relay"
 )
 
-// handler is one AddHandler binding and, once started, its runtime.
+// handler is one AddHandler or AddBatchHandler binding and, once started,
+// its runtime.
 type handler struct {
 	r     *Router
 	name  string
@@ -20,6 +21,8 @@ type handler struct {
 	topic string
 	fn    Handler
 	cfg   handlerConfig
+	bfn   BatchHandler // set instead of fn by AddBatchHandler
+	bcfg  batchConfig
 
 	chain      Handler
 	ctx        context.Context // router-owned: live until the drain times out
@@ -31,10 +34,13 @@ type handler struct {
 	inProgress atomic.Int64
 }
 
-// start subscribes and starts the dispatcher and lanes.
+// start subscribes and starts the dispatcher and lanes, or the batch loop
+// of a batch handler (which no middleware wraps).
 func (h *handler) start(routerMW Middleware) error {
 	r := h.r
-	h.chain = routerMW(Chain(h.cfg.middleware...)(h.fn))
+	if h.bfn == nil {
+		h.chain = routerMW(Chain(h.cfg.middleware...)(h.fn))
+	}
 	h.ctx = context.WithValue(r.hardCtx, infoKey{}, &handlerInfo{name: h.name, topic: h.topic, stopping: r.stopping})
 
 	// The subscription outlives Run's ctx: it is cancelled only after the
@@ -47,6 +53,11 @@ func (h *handler) start(routerMW Middleware) error {
 	}
 	h.subCancel, h.ch = cancel, ch
 
+	if h.bfn != nil {
+		h.wg.Add(1)
+		go h.runBatches()
+		return nil
+	}
 	n := h.cfg.concurrency
 	if n == 1 {
 		h.wg.Add(1)

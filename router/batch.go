@@ -1,0 +1,248 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-relay/relay"
+)
+
+// Defaults of the batch options.
+const (
+	DefaultBatchSize = 100
+	DefaultBatchWait = 50 * time.Millisecond
+	// batchPrealloc caps the capacity a batch is allocated with, so that a
+	// huge WithBatchSize that the in-flight window never fills costs
+	// nothing up front.
+	batchPrealloc = 1024
+)
+
+// BatchHandler processes several messages together (one bulk insert, one
+// API call) and reports which of them failed.
+//
+// msgs holds at least one message, in delivery order; the slice is the
+// handler's to keep. The router settles the messages by the result:
+//
+//   - nil: every message is acked;
+//   - an error that is (errors.As) a *BatchError: the messages whose IDs it
+//     names are nacked with Config.RedeliveryDelay, each with its own
+//     error; the others are acked;
+//   - any other error, or a panic (recovered as *PanicError): every message
+//     is nacked with Config.RedeliveryDelay.
+//
+// A message the handler settled itself (Ack, Nack) is left as it is.
+// relay.Permanent errors are nacked like any other: there is no poison
+// queue for batches, so a handler that meets a poison message publishes it
+// where it belongs itself and counts it as a success.
+//
+// ctx follows the rules of Handler: it is owned by the router, stays live
+// while the router drains on shutdown, is cancelled only when CloseTimeout
+// passes and carries HandlerName, Topic and Stopping.
+type BatchHandler func(ctx context.Context, msgs []*relay.Message) error
+
+// BatchError is returned by a BatchHandler that handled some messages of a
+// batch and not others. Failed maps the IDs of the failed messages to their
+// errors; every message of the batch not named is acked. IDs that are not
+// in the batch are ignored; a named ID whose error is nil fails with the
+// BatchError itself. Messages of one batch that share an ID share the
+// outcome. A BatchError with no entries acks the whole batch.
+type BatchError struct {
+	Failed map[string]error
+}
+
+// Error names up to three failed messages, in ID order.
+func (e *BatchError) Error() string {
+	ids := make([]string, 0, len(e.Failed))
+	for id := range e.Failed {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	fmt.Fprintf(&b, "router: batch: %d failed", len(ids))
+	for i, id := range ids {
+		if i == 3 {
+			b.WriteString("; …")
+			break
+		}
+		sep := ": "
+		if i > 0 {
+			sep = "; "
+		}
+		fmt.Fprintf(&b, "%s%s: %v", sep, id, e.Failed[id])
+	}
+	return b.String()
+}
+
+// failure returns the error of message id: nil unless Failed names it.
+func (e *BatchError) failure(id string) error {
+	if e == nil {
+		return nil
+	}
+	err, named := e.Failed[id]
+	if named && err == nil {
+		return e
+	}
+	return err
+}
+
+// BatchOption configures one batch handler in AddBatchHandler.
+type BatchOption func(*batchConfig)
+
+type batchConfig struct {
+	size int
+	wait time.Duration
+}
+
+// WithBatchSize sets the most messages a batch holds (default 100). A batch
+// never holds more than the subscription's in-flight window (the adapter's
+// inflight= parameter), because the subscription delivers no more until
+// some are settled: with a size above the window a batch never fills and
+// the wait closes it. Set inflight to at least the batch size; twice the
+// size lets the next batch be delivered while one is handled.
+func WithBatchSize(n int) BatchOption {
+	return func(c *batchConfig) { c.size = n }
+}
+
+// WithBatchWait sets how long a batch waits for more messages after its
+// first one before it is handed to the handler without being full (default
+// 50ms). With 0 a batch takes only the messages already delivered.
+func WithBatchWait(d time.Duration) BatchOption {
+	return func(c *batchConfig) { c.wait = d }
+}
+
+// AddBatchHandler binds h to the messages of topic that sub delivers,
+// handed over in batches: the router takes messages into a batch until it
+// holds WithBatchSize messages or WithBatchWait has passed since its first
+// one, calls h once with them and settles them by the result (see
+// BatchHandler). One batch is handled at a time, so delivery order is kept.
+//
+// name must be unique within the router, across AddHandler and
+// AddBatchHandler. Middleware (Use, WithMiddleware) is per message and does
+// not apply to batch handlers. On shutdown a batch in the handler finishes
+// like a message in a Handler (see Run); messages collected into a batch
+// that was not handed to the handler yet are nacked unhandled, so they go
+// back to the group at once. The router does not close sub unless it is
+// handed to Own. It returns ErrRunning after Run started and an error for
+// an invalid argument or option.
+func (r *Router) AddBatchHandler(name string, sub relay.Subscriber, topic string, h BatchHandler, opts ...BatchOption) error {
+	bc := batchConfig{size: DefaultBatchSize, wait: DefaultBatchWait}
+	for _, o := range opts {
+		o(&bc)
+	}
+	errs := checkBinding(name, sub, topic, h == nil)
+	if bc.size < 1 {
+		errs = append(errs, fmt.Errorf("router: handler %q: batch size %d is less than 1", name, bc.size))
+	}
+	if bc.wait < 0 {
+		errs = append(errs, fmt.Errorf("router: handler %q: batch wait %v is negative", name, bc.wait))
+	}
+	return r.add(&handler{r: r, name: name, sub: sub, topic: topic, bfn: h, bcfg: bc}, errs)
+}
+
+// runBatches collects batches from the subscription and handles them one
+// at a time, on one goroutine.
+func (h *handler) runBatches() {
+	defer h.wg.Done()
+	var timer *time.Timer
+	if h.bcfg.wait > 0 {
+		timer = time.NewTimer(h.bcfg.wait)
+		timer.Stop()
+		defer timer.Stop()
+	}
+	for {
+		var first *relay.Message
+		select {
+		case <-h.r.stopping:
+			return
+		case m, ok := <-h.ch:
+			if !ok {
+				h.subscriptionEnded()
+				return
+			}
+			first = m
+		}
+		batch, ok := h.collect(first, timer)
+		if !ok || h.stopped() {
+			for _, m := range batch {
+				h.unstarted(m)
+			}
+			return
+		}
+		h.processBatch(batch)
+	}
+}
+
+// collect adds to the batch that first begins until it is full, the wait
+// has passed (with no wait: until no message is ready) or the router
+// stops. ok is false when the subscription ended.
+func (h *handler) collect(first *relay.Message, timer *time.Timer) (batch []*relay.Message, ok bool) {
+	size := h.bcfg.size
+	batch = make([]*relay.Message, 1, min(size, batchPrealloc))
+	batch[0] = first
+	if timer == nil {
+		for len(batch) < size {
+			select {
+			case m, open := <-h.ch:
+				if !open {
+					h.subscriptionEnded()
+					return batch, false
+				}
+				batch = append(batch, m)
+			default:
+				return batch, true
+			}
+		}
+		return batch, true
+	}
+	timer.Reset(h.bcfg.wait)
+	defer timer.Stop()
+	for len(batch) < size {
+		select {
+		case <-h.r.stopping:
+			return batch, true
+		case <-timer.C:
+			return batch, true
+		case m, open := <-h.ch:
+			if !open {
+				h.subscriptionEnded()
+				return batch, false
+			}
+			batch = append(batch, m)
+		}
+	}
+	return batch, true
+}
+
+// processBatch runs the batch handler and settles every message of msgs.
+func (h *handler) processBatch(msgs []*relay.Message) {
+	h.inProgress.Add(1)
+	defer h.inProgress.Add(-1)
+
+	err := h.callBatch(msgs)
+	var pe *PanicError
+	var be *BatchError
+	if !errors.As(err, &pe) && errors.As(err, &be) {
+		for _, m := range msgs {
+			h.settle(m, be.failure(m.ID))
+		}
+		return
+	}
+	for _, m := range msgs {
+		h.settle(m, err)
+	}
+}
+
+// callBatch runs the batch handler, turning a panic into a *PanicError.
+func (h *handler) callBatch(msgs []*relay.Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return h.bfn(h.ctx, msgs)
+}
