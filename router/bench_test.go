@@ -98,3 +98,45 @@ func benchRouter(b *testing.B, conc int, keyed bool) {
 func BenchmarkRouter(b *testing.B)              { benchRouter(b, 1, false) }
 func BenchmarkRouterConcurrency4(b *testing.B)  { benchRouter(b, 4, false) }
 func BenchmarkRouterConcurrency16(b *testing.B) { benchRouter(b, 16, false) }
+
+// BenchmarkBatchHandler does the same work as BenchmarkRouter through a
+// batch handler with the default batch options (100 messages, 50ms wait);
+// the subscriber's window of 256 lets batches fill. Like the other
+// benchmarks, an op is a message: ns/op and ns/msg are the same number.
+func BenchmarkBatchHandler(b *testing.B) {
+	_, sub := prefill(b, b.N)
+	var sink atomic.Int64
+	var n, batches atomic.Int64
+	done := make(chan struct{})
+	total := int64(b.N)
+	h := func(_ context.Context, msgs []*relay.Message) error {
+		for _, m := range msgs {
+			work(m, &sink)
+		}
+		batches.Add(1)
+		if n.Add(int64(len(msgs))) == total {
+			close(done)
+		}
+		return nil
+	}
+	r, err := router.New(router.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.AddBatchHandler("bench", sub, "in", h); err != nil {
+		b.Fatal(err)
+	}
+	r.Own(sub)
+	b.ReportAllocs()
+	b.ResetTimer()
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(context.Background()) }()
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/msg")
+	b.ReportMetric(float64(b.N)/float64(batches.Load()), "msgs/batch")
+	if err := r.Close(); err != nil {
+		b.Fatal(err)
+	}
+	<-errc
+}
