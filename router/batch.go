@@ -12,9 +12,11 @@ import (
 	"github.com/go-relay/relay"
 )
 
-// Defaults of the batch options.
+// Defaults of the batch options. DefaultBatchSize equals the smallest
+// default in-flight window of this module's adapters (64), so that a
+// batch fills with every adapter's defaults.
 const (
-	DefaultBatchSize = 100
+	DefaultBatchSize = 64
 	DefaultBatchWait = 50 * time.Millisecond
 	// batchPrealloc caps the capacity a batch is allocated with, so that a
 	// huge WithBatchSize that the in-flight window never fills costs
