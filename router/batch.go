@@ -100,7 +100,7 @@ type batchConfig struct {
 	wait time.Duration
 }
 
-// WithBatchSize sets the most messages a batch holds (default 100). A batch
+// WithBatchSize sets the most messages a batch holds (default 64). A batch
 // never holds more than the subscription's in-flight window (the adapter's
 // inflight= parameter), because the subscription delivers no more until
 // some are settled: with a size above the window a batch never fills and
