@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sort"
 	"sync"
@@ -145,7 +146,7 @@ func fill(b *testing.B, c *cluster, n int) string {
 // relayConsumeRate drains a pre-filled topic, acking every message; the
 // clock runs from the first message to the end of Close (final commit),
 // the CPU count from opening the subscriber.
-func relayConsumeRate(b *testing.B, c *cluster, n, window int) result {
+func relayConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)) result {
 	topic := fill(b, c, n)
 	cpu := cpuTime()
 	sub := openSub(b, c.subURL(unique("g"), "inflight", fmt.Sprint(window)))
@@ -159,6 +160,7 @@ func relayConsumeRate(b *testing.B, c *cluster, n, window int) result {
 		if i == 0 {
 			start = time.Now()
 		}
+		work(m.Payload)
 		if err := m.Ack(); err != nil {
 			b.Fatal(err)
 		}
@@ -171,7 +173,7 @@ func relayConsumeRate(b *testing.B, c *cluster, n, window int) result {
 
 // rawConsumeRate does the same with kgo: poll up to window records,
 // process them, commit them synchronously, repeat; then leave the group.
-func rawConsumeRate(b *testing.B, c *cluster, n, window int) result {
+func rawConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)) result {
 	topic := fill(b, c, n)
 	cpu := cpuTime()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumerGroup(unique("g")), kgo.ConsumeTopics(topic),
@@ -190,6 +192,9 @@ func rawConsumeRate(b *testing.B, c *cluster, n, window int) result {
 			start = time.Now()
 		}
 		got += len(recs)
+		for _, r := range recs {
+			work(r.Value)
+		}
 		if len(recs) > 0 {
 			if err := cl.CommitRecords(ctx, recs...); err != nil {
 				b.Fatal(err)
@@ -219,10 +224,10 @@ func BenchmarkConsumeAck(b *testing.B) {
 	c := benchCluster(b)
 	for _, window := range []int{64, 256} {
 		b.Run(fmt.Sprintf("relay/window=%d", window), func(b *testing.B) {
-			b.ReportMetric(relayConsumeRate(b, c, b.N, window).rate, "msg/s")
+			b.ReportMetric(relayConsumeRate(b, c, b.N, window, noWork).rate, "msg/s")
 		})
 		b.Run(fmt.Sprintf("raw/window=%d", window), func(b *testing.B) {
-			b.ReportMetric(rawConsumeRate(b, c, b.N, window).rate, "msg/s")
+			b.ReportMetric(rawConsumeRate(b, c, b.N, window, noWork).rate, "msg/s")
 		})
 	}
 }
@@ -276,9 +281,30 @@ func BenchmarkRatio(b *testing.B) {
 	})
 	b.Run("consume-ack/window=256", func(b *testing.B) {
 		compare(b,
-			func(n int) result { return relayConsumeRate(b, c, n, 256) },
-			func(n int) result { return rawConsumeRate(b, c, n, 256) })
+			func(n int) result { return relayConsumeRate(b, c, n, 256, noWork) },
+			func(n int) result { return rawConsumeRate(b, c, n, 256, noWork) })
 	})
+	// The same with some work per record, as any real consumer has: both
+	// sides hash each payload eight times (a few µs).
+	b.Run("consume-ack/window=256/hash-work", func(b *testing.B) {
+		compare(b,
+			func(n int) result { return relayConsumeRate(b, c, n, 256, hashWork) },
+			func(n int) result { return rawConsumeRate(b, c, n, 256, hashWork) })
+	})
+}
+
+func noWork([]byte) {}
+
+// hashSink keeps hashWork's result alive so the compiler cannot drop it.
+var hashSink byte
+
+// hashWork stands for a consumer's per-record work: eight SHA-256 sums of
+// the payload.
+func hashWork(p []byte) {
+	for range 8 {
+		s := sha256.Sum256(p)
+		hashSink ^= s[0]
+	}
 }
 
 func median(xs []float64) float64 {
