@@ -57,8 +57,9 @@ if [[ $fuzztime != 0 ]]; then
 			ok=false fuzz_ok=false
 			echo "$out" | tail -30
 		fi
-		printf '{"target":"%s","package":"%s","seconds":%d,"execs":%d,"ok":%s}\n' \
-			"$name" "$pkg" $((SECONDS - t0)) "${execs:-0}" "$ok" >>"$fuzz"
+		input=$(grep -oE 'testdata/fuzz/[^ ]+' <<<"$out" | head -1 || true)
+		printf '{"target":"%s","package":"%s","seconds":%d,"execs":%d,"ok":%s,"input":"%s"}\n' \
+			"$name" "$pkg" $((SECONDS - t0)) "${execs:-0}" "$ok" "$input" >>"$fuzz"
 	done
 fi
 

@@ -40,6 +40,8 @@ type fuzzRun struct {
 	Seconds float64 `json:"seconds"`
 	Execs   int64   `json:"execs"`
 	OK      bool    `json:"ok"`
+	// Input is where go test wrote the failing input, if it did.
+	Input string `json:"input,omitempty"`
 }
 
 const (
@@ -99,7 +101,10 @@ func main() {
 		for _, f := range fuzz {
 			res := "no failure"
 			if !f.OK {
-				res = "**FAILED** (input saved under testdata/fuzz)"
+				res = "**FAILED** (no failing input was written; see the log)"
+				if f.Input != "" {
+					res = "**FAILED** (input saved as " + f.Input + ")"
+				}
 				bad = true
 			}
 			fmt.Fprintf(&b, "| %s | %s | %.0fs | %d | %s |\n", f.Target, f.Package, f.Seconds, f.Execs, res)
