@@ -106,13 +106,38 @@ func TestRestartRedis(t *testing.T) {
 		if out, err := exec.Command("sh", "-c", cmd).CombinedOutput(); err != nil {
 			t.Fatalf("starting Redis: %v: %s", err, out)
 		}
-		waitPort(t, "127.0.0.1:6379", true)
+		// Redis listens before it has read the snapshot (clients get
+		// LOADING meanwhile), so an open port is not enough: removing the
+		// file then can beat the load, and the server comes back empty.
+		// Wait until it answers PING.
+		waitRedisLoaded(t, opts)
 		for dir := range map[string]bool{dir["dir"]: true, "/var/lib/redis": true} {
 			if dir != "" {
 				_ = os.Remove(dir + "/dump.rdb")
 			}
 		}
 	})
+}
+
+// waitRedisLoaded waits until the server at opts answers PING, which it
+// does only once it has loaded its dataset.
+func waitRedisLoaded(t *testing.T, opts *redis.Options) {
+	t.Helper()
+	c := redis.NewClient(opts)
+	defer c.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis did not answer PING within 2 minutes of its restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // RabbitMQ keeps durable queues and persistent messages across
