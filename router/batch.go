@@ -157,16 +157,9 @@ func (h *handler) runBatches() {
 		defer timer.Stop()
 	}
 	for {
-		var first *relay.Message
-		select {
-		case <-h.r.stopping:
+		first, ok := h.next()
+		if !ok {
 			return
-		case m, ok := <-h.ch:
-			if !ok {
-				h.subscriptionEnded()
-				return
-			}
-			first = m
 		}
 		batch, ok := h.collect(first, timer)
 		if !ok || h.stopped() {

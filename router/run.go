@@ -103,20 +103,29 @@ func (h *handler) subscriptionEnded() {
 func (h *handler) runInline() {
 	defer h.wg.Done()
 	for {
-		select {
-		case <-h.r.stopping:
+		m, ok := h.next()
+		if !ok {
 			return
-		case m, ok := <-h.ch:
-			if !ok {
-				h.subscriptionEnded()
-				return
-			}
-			if h.stopped() {
-				h.unstarted(m)
-				return
-			}
-			h.process(m)
 		}
+		if h.stopped() {
+			h.unstarted(m)
+			return
+		}
+		h.process(m)
+	}
+}
+
+// next waits for the subscription's next message. ok is false when the
+// router stops first or the subscription ended (which it reports).
+func (h *handler) next() (m *relay.Message, ok bool) {
+	select {
+	case <-h.r.stopping:
+		return nil, false
+	case m, ok = <-h.ch:
+		if !ok {
+			h.subscriptionEnded()
+		}
+		return m, ok
 	}
 }
 
@@ -136,16 +145,9 @@ func (h *handler) dispatch(lanes *sync.WaitGroup) {
 	}()
 	n := uint32(len(h.lanes))
 	for {
-		var m *relay.Message
-		select {
-		case <-h.r.stopping:
+		m, ok := h.next()
+		if !ok {
 			return
-		case mm, ok := <-h.ch:
-			if !ok {
-				h.subscriptionEnded()
-				return
-			}
-			m = mm
 		}
 		q := h.shared
 		if m.Key != "" {
