@@ -68,7 +68,11 @@ func (l sdkLogger) Logf(c logging.Classification, format string, v ...any) {
 	if c == logging.Warn {
 		level = slog.LevelWarn
 	}
-	l.log.Log(context.Background(), level, "relay/sqs: aws sdk: "+fmt.Sprintf(format, v...))
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return // no formatting for entries nobody reads
+	}
+	l.log.Log(ctx, level, "relay/sqs: aws sdk: "+fmt.Sprintf(format, v...))
 }
 
 func (c *clients) close() {
