@@ -152,6 +152,11 @@ say "go vet ${pkgs[*]}"
 vet=ok
 go vet "${pkgs[@]}" || vet=FAILED
 
+# go.mod and go.sum must be exactly what `go mod tidy` makes of them.
+say "go mod tidy -diff"
+tidy=ok
+go mod tidy -diff || tidy=FAILED
+
 # -v lets the conformance suite's report (what it checked, what it skipped
 # and why) through. The screen gets everything but per-test RUN/PASS lines
 # and the log lines (slog/log, timestamped) that tests provoke on purpose;
@@ -181,6 +186,7 @@ pkg_fail=$(count '^FAIL[[:space:]]')
 echo
 echo "summary:"
 echo "  go vet:   $vet"
+echo "  go.mod:   tidy $tidy"
 echo "  packages: $pkg_ok ok, $pkg_fail failed"
 if ((pkg_fail > 0)); then
 	grep -E '^FAIL[[:space:]]' "$log" | sed 's/^/    /'
@@ -189,10 +195,10 @@ if ((skipped > 0)); then
 	echo "  skipped tests (reasons above and in $log):"
 	grep -E '^[[:space:]]*--- SKIP:' "$log" | sed 's/^[[:space:]]*/    /'
 fi
-if [[ $vet == ok && $test_rc == 0 ]]; then
+if [[ $vet == ok && $tidy == ok && $test_rc == 0 ]]; then
 	echo "  result:   PASS"
 else
-	echo "  result:   FAIL (go vet $vet, go test exit $test_rc)"
+	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc)"
 fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
-[[ $vet == ok && $test_rc == 0 ]]
+[[ $vet == ok && $tidy == ok && $test_rc == 0 ]]
