@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -151,7 +153,10 @@ func (r *Router) add(h *handler, errs []error) error {
 // every subscription ended), in reverse order of Own calls, like defer.
 // Values not handed to Own are never closed by the router, so one publisher
 // can be shared by many handlers and routers. Owning the same value twice
-// closes it once. After the router stopped, Own closes c at once.
+// closes it once; a value whose dynamic type cannot be compared with ==
+// (a func type, a slice type such as a list of closers) cannot be
+// recognised again, so it is closed once per Own call that handed it.
+// After the router stopped, Own closes c at once.
 func (r *Router) Own(c ...io.Closer) {
 	r.mu.Lock()
 	if r.state == stateDone {
@@ -169,21 +174,58 @@ func (r *Router) Own(c ...io.Closer) {
 	}
 }
 
-// closeAll closes cs in reverse order, each distinct value once.
+// closeAll closes cs in reverse order, each distinct value once. Values
+// are told apart with ==, which panics for dynamic types that are not
+// comparable (func types, slices, maps, or structs holding them): such a
+// value is only ever equal to nothing, so each occurrence is closed, and
+// the same non-comparable value handed twice is closed twice.
 func closeAll(cs []io.Closer) error {
 	var errs []error
-	seen := make(map[io.Closer]bool, len(cs))
+	closed := make([]io.Closer, 0, len(cs))
 	for i := len(cs) - 1; i >= 0; i-- {
 		c := cs[i]
-		if seen[c] {
+		if isComparable(c) && slices.Contains(closed, c) {
 			continue
 		}
-		seen[c] = true
+		if isComparable(c) {
+			closed = append(closed, c)
+		}
 		if err := c.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("router: closing %T: %w", c, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isComparable reports whether == on c cannot panic.
+func isComparable(c io.Closer) bool {
+	return reflect.TypeOf(c).Comparable() && !holdsIncomparable(reflect.ValueOf(c))
+}
+
+// holdsIncomparable reports whether v, of a comparable type, holds an
+// interface value whose dynamic type is not comparable (then == panics).
+func holdsIncomparable(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Interface:
+		if v.IsNil() {
+			return false
+		}
+		e := v.Elem()
+		return !e.Type().Comparable() || holdsIncomparable(e)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if holdsIncomparable(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			if holdsIncomparable(v.Index(i)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Running returns a channel that is closed once Run has subscribed every
