@@ -89,19 +89,39 @@ func (m *Message) Context() context.Context {
 }
 
 // Ack settles the message as processed: it is never redelivered to this
-// group. Ack does not wait for the broker; it is idempotent, safe from any
-// goroutine and never panics. It returns ErrAlreadySettled after Nack and
-// ErrSubscriptionEnded after the subscription ended. On a message that was
-// not delivered it does nothing and returns nil.
+// group. Ack does not wait for the broker; it is safe from any goroutine
+// and never panics. On a message that was not delivered it does nothing
+// and returns nil.
+//
+// The first settlement of a message wins, and later ones never reach the
+// broker:
+//   - settling the same way again (Ack after Ack; Nack or NackAfter after
+//     Nack or NackAfter) returns nil and changes nothing; in particular a
+//     second NackAfter does not change the delay of the first;
+//   - settling the other way (Ack after a Nack, Nack after an Ack) returns
+//     ErrAlreadySettled;
+//   - settling a message that was still unsettled when its subscription
+//     ended returns ErrSubscriptionEnded (the message was released to the
+//     group and will be redelivered).
 func (m *Message) Ack() error { return m.settle(Settlement{Ack: true}) }
 
 // Nack settles the message for redelivery to its group (this or another
 // consumer) as soon as possible. Same guarantees as Ack.
 func (m *Message) Nack() error { return m.settle(Settlement{}) }
 
-// NackAfter settles the message for redelivery after at least delay. Where
-// the broker has a native delay it is used; otherwise the adapter keeps the
-// message leased until the delay has passed. Same guarantees as Ack.
+// NackAfter settles the message for redelivery after at least delay. Same
+// guarantees as Ack.
+//
+// Where Capabilities.NativeDelay is true (and delay is within MaxDelay) the
+// broker holds the message: the delay holds even if the subscription ends
+// or the process exits. Otherwise the delay is emulated: the subscription
+// keeps the message leased and nacks it once delay has passed; if the
+// subscription ends first, the message is released to the group at once
+// and may come back before delay.
+//
+// Either way a message waiting out its delay holds no slot of the
+// subscription's in-flight window: the subscription goes on receiving as
+// if the message had been settled.
 func (m *Message) NackAfter(delay time.Duration) error {
 	if delay < 0 {
 		delay = 0

@@ -13,6 +13,11 @@ type Publisher interface {
 	// Batches use the broker's batch API. Limits are checked before anything
 	// is sent (*LimitError). When some messages of a batch fail, the error is
 	// a *PublishError that names them. After Close it returns ErrClosed.
+	//
+	// A message whose ID is "" gets a fresh UUIDv7, written into the
+	// caller's Message (m.ID) before anything is sent, so the caller can
+	// read the assigned ID once Publish returns; subscribers receive the
+	// message with that ID. This holds on every backend.
 	Publish(ctx context.Context, topic string, msgs ...*Message) error
 	// Close waits for Publish calls in progress, then releases the
 	// connection. It is idempotent and bounded in time.
@@ -23,12 +28,23 @@ type Publisher interface {
 // opened for. Implementations are safe for concurrent use.
 type Subscriber interface {
 	// Subscribe delivers the messages of topic for this subscriber's group
-	// until ctx is done or Close. When the subscription ends, settlements
-	// already made are flushed to the broker and unsettled messages are
-	// released to the group at once; then the channel is closed, so a
-	// closed channel means the broker has all of it. Settling a message
-	// after that returns ErrSubscriptionEnded. Each (topic, group)
-	// subscription is independent.
+	// until ctx is done or Close. Each (topic, group) subscription is
+	// independent.
+	//
+	// The subscription ends when ctx is done or the subscriber closes. The
+	// channel is closed last, and a closed channel means: every settlement
+	// made before the subscription ended has been sent to the broker (or
+	// failed after retries and was logged), and every unsettled message has
+	// been released to the group, so a new subscription of the group
+	// receives it at once (a message waiting out an emulated NackAfter is
+	// released too; a native delay keeps holding, see Message.NackAfter).
+	// Settling a message that was still unsettled then returns
+	// ErrSubscriptionEnded and does nothing else.
+	//
+	// On offset-based backends (Kafka) the group keeps a committed
+	// position, not per-message acks: messages acked after an unsettled one
+	// of the same partition are delivered to the group again. Such backends
+	// declare Capabilities.AckedAfterUnsettledRedelivered.
 	Subscribe(ctx context.Context, topic string) (<-chan *Message, error)
 	// Close ends every subscription, closes their channels before it
 	// returns and releases unsettled messages. It is idempotent and bounded
@@ -86,6 +102,13 @@ type Capabilities struct {
 	MaxMetadataKeys int
 	// MaxBatch is how many messages one broker call carries.
 	MaxBatch int
+	// AckedAfterUnsettledRedelivered: the group keeps a committed position
+	// per partition rather than per-message acks (Kafka), so when a
+	// subscription ends with a message unsettled, the messages of the same
+	// partition acked after it are delivered to the group again along with
+	// it. When false, an acked message is never delivered again because a
+	// subscription ended.
+	AckedAfterUnsettledRedelivered bool
 	// RetainedBeforeGroup describes what happens to messages published
 	// before a group exists (documented in prose, e.g. "dropped",
 	// "kept from the oldest retained offset").

@@ -250,10 +250,11 @@ func (r *Router) Done() <-chan struct{} { return r.done }
 //     their channels to close);
 //  4. values handed to Own are closed.
 //
-// A subscriber may still be sending the settlements to its broker, and
-// releasing what was never settled, after its channel closed;
-// Subscriber.Close waits for that. Hand the subscriber to Own to have Run
-// return only after it.
+// A subscription's channel closes only after every settlement made before
+// it ended was sent to the broker (or failed after retries and was logged)
+// and every unsettled message was released to the group (see
+// relay.Subscriber.Subscribe), so once Run returned, the broker has all of
+// the drain's settlements, whether or not the subscriber was handed to Own.
 //
 // Run blocks until all of this is done. It returns nil after a graceful
 // shutdown, ErrCloseTimeout if handlers outlived CloseTimeout,

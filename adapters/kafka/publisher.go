@@ -58,6 +58,8 @@ func capabilities(maxBytes int) relay.Capabilities {
 		Replay:              true,
 		MaxMessageBytes:     maxBytes,
 		RetainedBeforeGroup: "kept: a new group starts at the oldest retained record (start=earliest, the default); with start=latest, only from Provision or the first Subscribe on",
+
+		AckedAfterUnsettledRedelivered: true,
 	}
 }
 

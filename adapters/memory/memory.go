@@ -100,6 +100,9 @@ func capabilities(maxBytes int) relay.Capabilities {
 		AttemptFromBroker:   true,
 		MaxMessageBytes:     maxBytes,
 		RetainedBeforeGroup: "kept for the first group (newest 10,000 / 64 MiB)",
+
+		// Acks are per message: an acked message is never delivered again.
+		AckedAfterUnsettledRedelivered: false,
 	}
 }
 
