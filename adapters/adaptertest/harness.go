@@ -15,6 +15,9 @@
 package adaptertest
 
 import (
+	"context"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +48,13 @@ type Harness struct {
 	PublisherURL  string
 	SubscriberURL func(group string) string
 
+	// NewSubscriberWith opens a subscriber for group with the options o
+	// (its in-flight window). Optional: by default the suite opens
+	// SubscriberURL(group) with inflight=N added through
+	// relay.OpenSubscriber; with neither, the checks that need a given
+	// window are skipped with the reason printed. The suite closes it.
+	NewSubscriberWith func(t testing.TB, group string, o SubscriberOptions) relay.Subscriber
+
 	// Restart, when set, restarts the broker (and returns once it accepts
 	// connections again) for the reconnect check.
 	Restart func(t testing.TB)
@@ -67,6 +77,14 @@ type Harness struct {
 	IgnoreGoroutines []goleak.Option
 }
 
+// SubscriberOptions are what a check may ask of a subscriber beyond its
+// group.
+type SubscriberOptions struct {
+	// InFlight is the subscription's in-flight window (the inflight= URL
+	// parameter of every adapter of this module).
+	InFlight int
+}
+
 func (h *Harness) defaults(t *testing.T) {
 	if h.NewPublisher == nil || h.NewSubscriber == nil {
 		t.Fatal("adaptertest: Harness.NewPublisher and NewSubscriber are required")
@@ -76,6 +94,26 @@ func (h *Harness) defaults(t *testing.T) {
 	}
 	if h.NewGroup == nil {
 		h.NewGroup = func(testing.TB) string { return "g-" + shortID() }
+	}
+	if h.NewSubscriberWith == nil && h.SubscriberURL != nil {
+		h.NewSubscriberWith = func(t testing.TB, group string, o SubscriberOptions) relay.Subscriber {
+			t.Helper()
+			raw := h.SubscriberURL(group)
+			u, err := url.Parse(raw)
+			if err != nil {
+				t.Fatalf("harness subscriber URL %q: %v", relay.Redact(raw), err)
+			}
+			q := u.Query()
+			q.Set("inflight", strconv.Itoa(o.InFlight))
+			u.RawQuery = q.Encode()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := relay.OpenSubscriber(ctx, u.String())
+			if err != nil {
+				t.Fatalf("opening a subscriber with inflight=%d: %v", o.InFlight, err)
+			}
+			return s
+		}
 	}
 	if h.ReceiveTimeout <= 0 {
 		h.ReceiveTimeout = 30 * time.Second
