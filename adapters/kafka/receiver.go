@@ -276,10 +276,10 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 func (r *receiver) Release(context.Context, []any) error { return nil }
 
 // Close commits the acked prefix of every partition, then leaves the group.
-func (r *receiver) Close() error {
+func (r *receiver) Close(ctx context.Context) error {
 	close(r.stop)
 	<-r.loopDone
-	ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
+	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
 	err := r.commitNow(ctx)
 	if err != nil {

@@ -215,4 +215,4 @@ func (r *receiver) Release(_ context.Context, handles []any) error {
 	return nil
 }
 
-func (r *receiver) Close() error { return nil }
+func (r *receiver) Close(context.Context) error { return nil }

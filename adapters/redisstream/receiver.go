@@ -588,7 +588,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 // consumer (entries read ahead, settlements that never reached Redis) and
 // deletes the consumer, so that the group's consumer list does not grow
 // with every subscription. The subscription's ctx is done when it is called.
-func (r *receiver) Close() error {
+func (r *receiver) Close(ctx context.Context) error {
 	<-r.readerDone
 	r.stopWake()
 	r.wmu.Lock()
@@ -598,7 +598,7 @@ func (r *receiver) Close() error {
 	err := r.rc.Close()
 	defer r.freeName()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	pend, perr := r.c.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: r.key, Group: r.group, Start: "-", End: "+", Count: 10000, Consumer: r.consumer,

@@ -547,7 +547,7 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 // Close implements driver.Receiver: it stops the pollers, deletes the
 // acks still lingering and makes the messages received ahead visible
 // again.
-func (r *receiver) Close() error {
+func (r *receiver) Close(ctx context.Context) error {
 	r.cancel()
 	r.wg.Wait()
 	r.ackMu.Lock()
@@ -561,7 +561,7 @@ func (r *receiver) Close() error {
 	r.ackMu.Unlock()
 	r.ackWG.Wait()
 	if len(acks) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		r.deleteWithRetry(ctx, acks)
 		cancel()
 	}
@@ -577,7 +577,7 @@ func (r *receiver) Close() error {
 	r.finish(hs)
 	var err error
 	if len(vis) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err = r.d.changeVisibility(ctx, vis)
 		cancel()
 	}

@@ -207,7 +207,12 @@ func (r *fakeRecv) Extend(_ context.Context, h []any) error {
 	r.extended = append(r.extended, h)
 	return nil
 }
-func (r *fakeRecv) Close() error { r.mu.Lock(); r.closed = true; r.mu.Unlock(); return nil }
+func (r *fakeRecv) Close(context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	return nil
+}
 
 type fakeSub struct {
 	r      *fakeRecv

@@ -19,7 +19,9 @@ type PublishDriver interface {
 	// checks. SendBatch is called concurrently.
 	SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error
 	Capabilities() relay.Capabilities
-	// Close releases the connection. Called once, after every SendBatch returned.
+	// Close releases the connection. Called once, after every SendBatch
+	// returned. It must not wait on the broker for long (Publisher.Close
+	// counts on it to keep its time bound).
 	Close() error
 }
 
@@ -50,11 +52,12 @@ type Publisher struct {
 	done     chan struct{}
 }
 
-// NewPublisher wraps d. Close waits up to closeGrace (default 10s) for
-// Publish calls in progress before cancelling them.
+// NewPublisher wraps d. Close waits up to closeGrace (default
+// DefaultCloseTimeout, 5s) for Publish calls in progress before cancelling
+// them; see Close.
 func NewPublisher(d PublishDriver, closeGrace time.Duration) *Publisher {
 	if closeGrace <= 0 {
-		closeGrace = 10 * time.Second
+		closeGrace = DefaultCloseTimeout
 	}
 	kill, cancel := context.WithCancel(context.Background())
 	return &Publisher{d: d, caps: d.Capabilities(), grace: closeGrace, kill: kill, cancel: cancel, done: make(chan struct{})}
@@ -206,7 +209,10 @@ func EncodedSize(m *relay.Message) int {
 
 // Close implements relay.Publisher: it refuses new Publish calls, waits up
 // to the grace period for those in progress, cancels the rest, then closes
-// the driver. Idempotent; later calls return the first result.
+// the driver. It returns within the grace period plus the time SendBatch
+// takes to return once its ctx is cancelled plus the driver's Close, so
+// drivers must honour ctx in SendBatch and not block on the broker in
+// Close. Idempotent; later calls return the first result.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	if p.closed {

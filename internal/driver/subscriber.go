@@ -46,8 +46,11 @@ type Receiver interface {
 	// Release hands unsettled messages back to the group at once; called
 	// when the subscription ends, after the last Settle.
 	Release(ctx context.Context, handles []any) error
-	// Close ends the broker-side subscription; called last.
-	Close() error
+	// Close ends the broker-side subscription; called last, after Receive
+	// returned for good. ctx carries the deadline of the subscription's
+	// teardown (Options.CloseTimeout after it began): Close gives up on
+	// broker calls when it is done, and returns soon after.
+	Close(ctx context.Context) error
 }
 
 // Extender is optionally implemented by a Receiver whose broker leases
@@ -64,7 +67,10 @@ type SubscribeDriver interface {
 	// ctx is the subscription's lifetime.
 	Subscribe(ctx context.Context, topic string) (Receiver, error)
 	Capabilities() relay.Capabilities
-	// Close releases the connection; called once, after every Receiver closed.
+	// Close releases the connection; called once, after every Receiver
+	// closed. It must not wait on the broker for long: it comes after the
+	// subscriptions' teardown deadline, and Subscriber.Close counts on it
+	// to keep its time bound.
 	Close() error
 }
 
@@ -90,6 +96,13 @@ type Options struct {
 	ExtendEvery time.Duration
 	// BrokerTimeout bounds each Settle, Release and Extend call. Default 10s.
 	BrokerTimeout time.Duration
+	// CloseTimeout bounds the teardown of a subscription once its ctx is
+	// done or the subscriber closes: the final settlements (with their
+	// retries), the release of unsettled messages and the receiver's Close
+	// share this one deadline, whatever BrokerTimeout says. What could not
+	// be sent by then is logged; the broker redelivers it after its own
+	// timeout. Default DefaultCloseTimeout (5s).
+	CloseTimeout time.Duration
 	// SettleLinger is how long settlements may wait to fill a batch of half
 	// the window before they are sent; they are sent at once
 	// when nothing else is held. Default 1ms.
@@ -105,6 +118,9 @@ func (o *Options) defaults() {
 	if o.BrokerTimeout <= 0 {
 		o.BrokerTimeout = 10 * time.Second
 	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = DefaultCloseTimeout
+	}
 	if o.SettleLinger <= 0 {
 		o.SettleLinger = time.Millisecond
 	}
@@ -112,6 +128,10 @@ func (o *Options) defaults() {
 		o.Logger = slog.Default()
 	}
 }
+
+// DefaultCloseTimeout is the default of Options.CloseTimeout and of the
+// close timeout of NewPublisher.
+const DefaultCloseTimeout = 5 * time.Second
 
 // Subscriber is a relay.Subscriber over a SubscribeDriver.
 type Subscriber struct {
@@ -229,10 +249,12 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 
 	sctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.closing, cancel)
+	broker, brokerEnd := context.WithCancel(context.Background())
 	r, err := s.d.Subscribe(sctx, topic)
 	if err != nil {
 		stop()
 		cancel()
+		brokerEnd()
 		s.subs.Done()
 		return nil, err
 	}
@@ -241,6 +263,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		topic:     topic,
 		r:         r,
 		ctx:       sctx,
+		broker:    broker,
+		brokerEnd: brokerEnd,
 		cancel:    cancel,
 		stopAfter: stop,
 		out:       make(chan *relay.Message, s.opts.InFlight),
@@ -263,7 +287,10 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 
 // Close implements relay.Subscriber: every subscription ends, its channel
 // closes, pending settlements are flushed and unsettled messages released;
-// then the driver closes. Idempotent.
+// then the driver closes. The subscriptions end in parallel, each within
+// Options.CloseTimeout of its end once its Receive returned (the receiver
+// must return from Receive when its ctx is done), so Close returns within
+// CloseTimeout plus the driver's Close. Idempotent.
 func (s *Subscriber) Close() error {
 	s.once.Do(func() {
 		s.mu.Lock()
@@ -282,11 +309,15 @@ type delayedNack struct {
 }
 
 type subscription struct {
-	parent    *Subscriber
-	topic     string
-	r         Receiver
-	ctx       context.Context
-	cancel    context.CancelFunc
+	parent *Subscriber
+	topic  string
+	r      Receiver
+	ctx    context.Context
+	cancel context.CancelFunc
+	// broker is the parent of every broker call's ctx: live while the
+	// subscription runs, done CloseTimeout after its teardown began.
+	broker    context.Context
+	brokerEnd context.CancelFunc
 	stopAfter func() bool
 	out       chan *relay.Message
 	native    bool
@@ -334,6 +365,13 @@ func (s *subscription) run() {
 	}
 
 	s.receiveLoop()
+	// From here on, one deadline bounds the final settlements, the release
+	// and the receiver's Close.
+	deadline := time.AfterFunc(s.parent.opts.CloseTimeout, s.brokerEnd)
+	defer func() {
+		deadline.Stop()
+		s.brokerEnd()
+	}()
 	// The channel closes last, so that a closed channel means the broker
 	// has every settlement and every released message: a new subscription
 	// of the group started after it sees them.
@@ -369,13 +407,13 @@ func (s *subscription) run() {
 	<-flushDone
 	<-extendDone
 	if len(release) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), s.parent.opts.BrokerTimeout)
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
 		if err := s.r.Release(ctx, release); err != nil {
 			s.log.Warn("relay: releasing unsettled messages failed; the broker redelivers them after its timeout", "count", len(release), "err", err)
 		}
 		cancel()
 	}
-	if err := s.r.Close(); err != nil {
+	if err := s.r.Close(s.broker); err != nil {
 		s.log.Warn("relay: closing subscription", "err", err)
 	}
 }
@@ -555,18 +593,18 @@ func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 func (s *subscription) sendSettlements(batch []Settle) {
 	var bo backoffState
 	for try := 1; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), s.parent.opts.BrokerTimeout)
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
 		err := s.r.Settle(ctx, batch)
 		cancel()
 		if err == nil {
 			return
 		}
-		if try == 3 || errors.Is(err, relay.ErrClosed) {
+		if try == 3 || errors.Is(err, relay.ErrClosed) || s.broker.Err() != nil {
 			s.log.Warn("relay: settling messages failed; the broker will redeliver them", "count", len(batch), "err", err)
 			return
 		}
 		s.log.Debug("relay: settle failed; retrying", "err", err)
-		bo.sleep(context.Background())
+		bo.sleep(s.broker)
 	}
 }
 
@@ -592,7 +630,7 @@ func (s *subscription) extendLoop(ext Extender, finish <-chan struct{}, done cha
 		if len(handles) == 0 {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.parent.opts.BrokerTimeout)
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
 		if err := ext.Extend(ctx, handles); err != nil {
 			s.log.Warn("relay: extending message leases failed", "count", len(handles), "err", err)
 		}
