@@ -50,6 +50,9 @@ type receiver struct {
 	commitReq chan struct{}
 	stop      chan struct{}
 	loopDone  chan struct{}
+	// kill is the client's context: Close cancels it when its own ctx ends,
+	// so that calls to a broker that stopped answering fail at once.
+	kill context.CancelFunc
 }
 
 // stuckGrace is how long the oldest unacked record of a partition must
@@ -103,11 +106,13 @@ func newReceiver(d *subDriver, topic string) (*receiver, error) {
 		kgo.Balancers(d.cfg.balancer()),
 		kgo.FetchIsolationLevel(isolation),
 	)
-	cl, err := kgo.NewClient(opts...)
+	clCtx, kill := context.WithCancel(context.Background())
+	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
 	if err != nil {
+		kill()
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	r.cl = cl
+	r.cl, r.kill = cl, kill
 	go r.commitLoop()
 	return r, nil
 }
@@ -277,6 +282,8 @@ func (r *receiver) Release(context.Context, []any) error { return nil }
 
 // Close commits the acked prefix of every partition, then leaves the group.
 func (r *receiver) Close(ctx context.Context) error {
+	defer r.kill()
+	defer context.AfterFunc(ctx, r.kill)()
 	close(r.stop)
 	<-r.loopDone
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
