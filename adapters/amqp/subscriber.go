@@ -377,12 +377,25 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 // Release implements driver.Receiver: the consumer is cancelled (so that
 // nothing more is delivered to it) and unsettled messages are requeued at
 // once.
-func (r *receiver) Release(_ context.Context, handles []any) error {
+func (r *receiver) Release(ctx context.Context, handles []any) error {
 	r.mu.Lock()
 	gen, ch, tag := r.gen, r.ch, r.tag
 	r.mu.Unlock()
 	if ch != nil && !ch.IsClosed() {
-		_ = ch.Cancel(tag, false)
+		// basic.cancel waits for the broker's answer and takes no ctx: wait
+		// for it only as long as ctx allows (a hung broker never answers;
+		// closing the connection ends the call, and Close waits for it).
+		done := make(chan struct{})
+		r.d.bg.Add(1)
+		go func() {
+			defer r.d.bg.Done()
+			defer close(done)
+			_ = ch.Cancel(tag, false)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 	}
 	ops := make(map[uint64]settleOp, len(handles))
 	for _, x := range handles {
