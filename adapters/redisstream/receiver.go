@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -589,13 +590,24 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 // deletes the consumer, so that the group's consumer list does not grow
 // with every subscription. The subscription's ctx is done when it is called.
 func (r *receiver) Close(ctx context.Context) error {
-	<-r.readerDone
+	select {
+	case <-r.readerDone:
+	case <-ctx.Done():
+		// A read the server never answers (a hung broker): closing the
+		// reader's connection ends it; the Close below then only reports
+		// that it is closed already.
+		_ = r.rc.Close()
+		<-r.readerDone
+	}
 	r.stopWake()
 	r.wmu.Lock()
 	r.closed = true
 	r.wmu.Unlock()
 	r.wakers.Wait()
 	err := r.rc.Close()
+	if errors.Is(err, redis.ErrClosed) {
+		err = nil
+	}
 	defer r.freeName()
 
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
