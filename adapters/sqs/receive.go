@@ -117,7 +117,10 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		}
 	}
 	pctx, cancel := context.WithCancel(ctx)
+	ackCtx, ackKill := context.WithCancel(context.Background())
 	r := &receiver{
+		ackCtx:   ackCtx,
+		ackKill:  ackKill,
 		d:        d,
 		topic:    topic,
 		pollCtx:  pctx,
@@ -179,6 +182,10 @@ type receiver struct {
 	ackClosed bool
 	ackSem    chan struct{}  // bounds concurrent delete calls
 	ackWG     sync.WaitGroup // deletes in progress
+	// ackCtx is the parent of background deletes; Close cancels it when
+	// its own ctx ends, so that it does not wait on a hung service.
+	ackCtx  context.Context
+	ackKill context.CancelFunc
 }
 
 func (r *receiver) acquire(n int) bool {
@@ -415,7 +422,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			go func() {
 				defer r.ackWG.Done()
 				defer func() { <-r.ackSem }()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(r.ackCtx, 10*time.Second)
 				defer cancel()
 				r.deleteWithRetry(ctx, now)
 			}()
@@ -463,7 +470,7 @@ func (r *receiver) flushAcks() {
 	r.ackWG.Add(1)
 	r.ackMu.Unlock()
 	defer r.ackWG.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.ackCtx, 10*time.Second)
 	defer cancel()
 	r.deleteWithRetry(ctx, q)
 }
@@ -548,6 +555,8 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 // acks still lingering and makes the messages received ahead visible
 // again.
 func (r *receiver) Close(ctx context.Context) error {
+	defer r.ackKill()
+	defer context.AfterFunc(ctx, r.ackKill)()
 	r.cancel()
 	r.wg.Wait()
 	r.ackMu.Lock()
