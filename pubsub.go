@@ -20,7 +20,10 @@ type Publisher interface {
 	// message with that ID. This holds on every backend.
 	Publish(ctx context.Context, topic string, msgs ...*Message) error
 	// Close waits for Publish calls in progress, then releases the
-	// connection. It is idempotent and bounded in time.
+	// connection. It is idempotent and bounded in time: Publish calls still
+	// running after the close timeout (5s for the adapters of this module)
+	// are cancelled, and Close returns within twice that, also when the
+	// broker stopped answering.
 	Close() error
 }
 
@@ -48,7 +51,11 @@ type Subscriber interface {
 	Subscribe(ctx context.Context, topic string) (<-chan *Message, error)
 	// Close ends every subscription, closes their channels before it
 	// returns and releases unsettled messages. It is idempotent and bounded
-	// in time.
+	// in time: each subscription's teardown (final settlements, release,
+	// closing its broker side) has one deadline of the close timeout (5s
+	// for the adapters of this module), and Close returns within twice
+	// that, also when the broker stopped answering; what could not be sent
+	// is logged, and the broker redelivers it after its own timeout.
 	Close() error
 }
 

@@ -55,6 +55,15 @@ type Harness struct {
 	// window are skipped with the reason printed. The suite closes it.
 	NewSubscriberWith func(t testing.TB, group string, o SubscriberOptions) relay.Subscriber
 
+	// HungBroker, when set, puts a proxy between new clients and the broker
+	// (for the adapters of this module, internal/testenv.NewFaultProxy),
+	// stopped when t ends, and returns URLs that connect through it and
+	// its Hang. The HungBrokerClose check uses it; without it the check is
+	// skipped with HungBrokerSkip (or a generic reason) printed.
+	HungBroker func(t testing.TB) HungBroker
+	// HungBrokerSkip is why the harness has no HungBroker hook.
+	HungBrokerSkip string
+
 	// Restart, when set, restarts the broker (and returns once it accepts
 	// connections again) for the reconnect check.
 	Restart func(t testing.TB)
@@ -75,6 +84,17 @@ type Harness struct {
 	// IgnoreGoroutines lists goroutines the client library legitimately
 	// leaves running after Close (e.g. a shared idle-connection reaper).
 	IgnoreGoroutines []goleak.Option
+}
+
+// HungBroker is a broker reached through a proxy that can stop answering.
+type HungBroker struct {
+	// PublisherURL and SubscriberURL connect through the proxy.
+	PublisherURL  string
+	SubscriberURL func(group string) string
+	// Hang makes the broker stop answering: everything sent either way
+	// through the proxy is dropped while connections stay open (no RST,
+	// no FIN), and new connections hang too.
+	Hang func()
 }
 
 // SubscriberOptions are what a check may ask of a subscriber beyond its

@@ -41,6 +41,7 @@ var checks = []check{
 	{"Close", "Close is idempotent, closes every channel before returning, rejects later use with ErrClosed", closeSemantics},
 	{"Oversize", "a message over the backend's limit is refused with a typed error", oversize},
 	{"StrictURL", "an unknown URL parameter is an error naming it", strictURL},
+	{"HungBrokerClose", "against a broker that stopped answering, Subscriber.Close and Publisher.Close return within the contract's bound, closing every channel", hungBrokerClose},
 	{"Reconnect", "publishing and consuming resume after a broker restart", reconnect},
 }
 

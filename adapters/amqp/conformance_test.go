@@ -10,6 +10,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,6 +44,14 @@ func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
 func TestConformance(t *testing.T) {
 	c := newCleaner(t)
 	h := harness(t, c)
+	h.HungBroker = func(t testing.TB) adaptertest.HungBroker {
+		proxied, p := testenv.ProxyURL(t, brokerURL(t))
+		return adaptertest.HungBroker{
+			PublisherURL:  proxied,
+			SubscriberURL: func(group string) string { return withParams(t, proxied, "group", group) },
+			Hang:          p.Hang,
+		}
+	}
 	if why := canRestart(t); why == "" {
 		h.Restart = restartBroker
 	} else {

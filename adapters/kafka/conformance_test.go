@@ -95,6 +95,7 @@ func TestConformance(t *testing.T) {
 		PublisherURL:  pubURL,
 		SubscriberURL: subURL,
 		Restart:       restart,
+		HungBroker:    hungBroker,
 		// The cluster restarted by the Reconnect check outlives it.
 		IgnoreGoroutines: []goleak.Option{
 			goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),

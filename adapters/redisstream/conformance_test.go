@@ -9,6 +9,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	_ "github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -32,6 +33,14 @@ func TestConformance(t *testing.T) {
 		},
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return withParams(t, base, "group", group) },
+		HungBroker: func(t testing.TB) adaptertest.HungBroker {
+			proxied, p := testenv.ProxyURL(t, base)
+			return adaptertest.HungBroker{
+				PublisherURL:  proxied,
+				SubscriberURL: func(group string) string { return withParams(t, proxied, "group", group) },
+				Hang:          p.Hang,
+			}
+		},
 	}
 	if why := canRestart(t); why == "" {
 		h.Restart = restartRedis

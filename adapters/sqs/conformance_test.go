@@ -10,6 +10,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // largePayload is the biggest binary payload the suite round-trips: its
@@ -47,6 +48,15 @@ func TestConformanceSQS(t *testing.T) {
 		NoGroups:       "the queue is the one group of competing consumers; sns:// gives each group a queue",
 		LargePayload:   largePayload,
 		ReceiveTimeout: 30 * time.Second,
+	}
+	h.HungBroker = func(t testing.TB) adaptertest.HungBroker {
+		s := service(t)
+		if s.Endpoint == "" {
+			t.Skip("SKIP: the service is AWS itself (no endpoint), which cannot be put behind a local proxy")
+		}
+		proxied, p := testenv.ProxyURL(t, s.Endpoint)
+		u := baseURL(t, relaysqs.SchemeSQS, conformanceVisibility, "endpoint="+proxied)
+		return adaptertest.HungBroker{PublisherURL: u, SubscriberURL: func(string) string { return u }, Hang: p.Hang}
 	}
 	if s := service(t); s.Emulated {
 		// goaws loses its state on restart; the adapter re-creates the queue.
