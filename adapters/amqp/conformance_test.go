@@ -2,6 +2,7 @@ package amqp_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,6 +30,13 @@ func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
 		},
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
 			s, err := relay.OpenSubscriber(context.Background(), subURL(group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
+		},
+		NewSubscriberWith: func(t testing.TB, group string, o adaptertest.SubscriberOptions) relay.Subscriber {
+			s, err := relay.OpenSubscriber(context.Background(), withParams(t, subURL(group), "inflight", strconv.Itoa(o.InFlight)))
 			if err != nil {
 				t.Fatal(err)
 			}
