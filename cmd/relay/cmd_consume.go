@@ -42,6 +42,9 @@ was stopped), 1 when --timeout passed first or the subscription failed.`)
 		return code
 	}
 	clientLogger(e, *verbose)
+	if code, ok := refuseInProcess(e, "consume", fs.pos[0]); !ok {
+		return code
+	}
 	if *format != "text" && *format != "json" {
 		return usageErr(e, "consume", "--format must be text or json")
 	}

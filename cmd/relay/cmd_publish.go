@@ -38,6 +38,9 @@ Examples:
 	}
 	clientLogger(e, *verbose)
 	rawURL, topic := fs.pos[0], fs.pos[1]
+	if code, ok := refuseInProcess(e, "publish", rawURL); !ok {
+		return code
+	}
 	switch {
 	case *count < 1:
 		return usageErr(e, "publish", "--count must be at least 1")

@@ -48,6 +48,11 @@ Example:
 		return code
 	}
 	clientLogger(e, *verbose)
+	for _, u := range []string{fs.pos[0], *to} {
+		if code, ok := refuseInProcess(e, "replay", u); !ok {
+			return code
+		}
+	}
 	if *rate < 0 || *count < 0 || *idle <= 0 {
 		return usageErr(e, "replay", "--rate and --count must not be negative, --idle must be positive")
 	}
