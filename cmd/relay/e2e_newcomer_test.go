@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -25,5 +26,45 @@ func TestMemRefusedOutsideBench(t *testing.T) {
 	code, stdout, stderr := runRelay(t, nil, "bench", "mem://x", "orders", "-n", "200", "-size", "10")
 	if code != 0 || !strings.Contains(stdout, "consume:     200 in ") {
 		t.Errorf("relay bench mem://x: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
+
+// TestDocumentedExitCodes runs the built binary once for every exit code
+// that docs/bridge.md documents, with the causes it names.
+func TestDocumentedExitCodes(t *testing.T) {
+	holdBrokers(t)
+	r := redisBackend(t)
+	topic := "e2e-codes-" + id()
+	okCfg := writeFile(t, "ok.yaml", fmt.Sprintf("routes:\n- {name: r, from: {url: %q, topic: a, group: g}, to: {url: 'amqp://guest:guest@127.0.0.1:1/?connect_timeout=1s'}}\n", r.pubURL))
+	badCfg := writeFile(t, "bad.yaml", "routes:\n- {name: r, from: {url: 'redis://127.0.0.1:6379/0', topic: a}, to: {url: 'redis://127.0.0.1:6379/0'}, bogus: 1}\n")
+	for _, c := range []struct {
+		why  string
+		code int
+		args []string
+		// in must be in stderr; notIn must not.
+		in, notIn string
+	}{
+		{"published", 0, []string{"publish", r.pubURL, topic, "--data", "x"}, "published 1 message(s)", ""},
+		{"cannot connect", 1, []string{"publish", "redis://127.0.0.1:1/0", topic, "--data", "x", "--timeout", "5s"}, "connection refused", ""},
+		{"timeout", 1, []string{"consume", r.pubURL, topic + "-empty", "--group", "g", "--count", "1", "--timeout", "1s"}, "timeout after 0 of 1", ""},
+		{"unknown URL parameter", 2, []string{"publish", r.pubURL + "?bogus=1", topic, "--data", "x"}, `"bogus"`, ""},
+		{"unknown URL scheme", 2, []string{"consume", "nats://127.0.0.1:4222", topic, "--group", "g"}, `"nats"`, ""},
+		{"URL without scheme", 2, []string{"publish", "127.0.0.1:6379", topic, "--data", "x"}, "bad URL", ""},
+		{"missing --group", 2, []string{"consume", r.pubURL, topic, "--count", "1"}, "--group is required", ""},
+		{"missing --group on replay", 2, []string{"replay", r.pubURL, topic + ".poison"}, "--group is required", ""},
+		{"empty topic", 2, []string{"publish", r.pubURL, "", "--data", "x"}, "the topic is empty", ""},
+		{"empty topic on consume", 2, []string{"consume", r.pubURL, " ", "--group", "g"}, "the topic is empty", ""},
+		{"bad flag value", 2, []string{"publish", r.pubURL, topic, "--count", "many"}, `invalid value "many" for flag -count`, ""},
+		{"unknown flag", 2, []string{"consume", r.pubURL, topic, "--grop", "g"}, "flag provided but not defined: -grop", ""},
+		{"bad bridge flag value", 2, []string{"bridge", "-c", okCfg, "--log-level", "loud", "--http", "nowhere"}, `--log-level "loud"`, okCfg},
+		{"bad bridge flag value on a dry run", 2, []string{"bridge", "-c", okCfg, "--dry-run", "--log-format", "xml"}, `--log-format "xml": want text or json`, okCfg},
+		{"invalid config (validate)", 3, []string{"validate", "-c", badCfg}, badCfg + ":2:", ""},
+		{"invalid config (bridge)", 3, []string{"bridge", "-c", badCfg}, badCfg + ":2:", ""},
+		{"unreachable endpoint", 4, []string{"bridge", "-c", okCfg, "--dry-run", "--timeout", "5s"}, "1 of 2 endpoint(s) unreachable", ""},
+	} {
+		code, _, stderr := runRelay(t, nil, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.in) || (c.notIn != "" && strings.Contains(stderr, c.notIn)) {
+			t.Errorf("%s: relay %q: exit %d, want %d with %q in stderr (and not %q):\n%s", c.why, c.args, code, c.code, c.in, c.notIn, stderr)
+		}
 	}
 }

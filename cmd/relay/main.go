@@ -11,8 +11,9 @@
 //
 // Every command takes --help. Exit codes: 0 success; 1 runtime failure
 // (cannot connect, publish failed, timeout, drain timed out); 2 usage error
-// (unknown command or flag, missing argument); 3 invalid configuration;
-// 4 dry run found an unreachable endpoint. See docs/bridge.md.
+// (unknown command or flag, bad flag value, bad URL, missing --group, empty
+// topic); 3 invalid config file; 4 dry run found an unreachable endpoint.
+// See docs/bridge.md.
 package main
 
 import (
@@ -122,8 +123,10 @@ const exitCodesHelp = `
 Exit codes:
   0  success
   1  runtime failure: cannot connect, publish failed, timeout, drain timed out
-  2  usage error: unknown command or flag, missing or bad argument
-  3  invalid configuration (relay validate, relay bridge)
+  2  usage error: unknown command or flag, bad flag value, missing or bad
+     argument: bad URL (unknown scheme or parameter), missing --group,
+     empty topic, mem:// outside relay bench
+  3  invalid config file (relay validate, relay bridge)
   4  dry run: an endpoint is unreachable (relay bridge --dry-run)
 `
 
