@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/go-relay/relay"
 )
 
 // TestMemRefusedOutsideBench: mem:// lives inside one process, so the
@@ -83,5 +85,54 @@ func TestCLISizeLimitSaysWhatWasMeasured(t *testing.T) {
 	code, _, stderr = runRelay(t, nil, "publish", withParams(r.pubURL, "max_bytes", "40"), topic, "--data", payload, "--id", "m-2", "--key", "customer-1", "--header", "type=order-placed")
 	if code != 1 || !regexpMatch(`relay: message m-2: message is \d+ bytes encoded: payload 20, plus ID, key and metadata; limit 40`, stderr) {
 		t.Errorf("message over the limit: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestCLIProvision: relay provision creates topic and group on every
+// backend that has Provision, so that a message published before the
+// group's first consumer starts is kept for it; usage errors exit 2, an
+// unreachable broker 1.
+func TestCLIProvision(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			run := id()
+			topic, group := "e2e-prov-"+run, "g-"+run
+			args := []string{"provision", b.pubURL, topic, "--group", group}
+			want := "provisioned topic " + topic + " for group " + group + " on "
+			if b.queueIsGroup {
+				args = []string{"provision", b.subURL(""), topic}
+				want = "provisioned " + topic + " on "
+			}
+			code, stdout, stderr := runRelay(t, nil, args...)
+			if code != 0 || !strings.HasPrefix(stdout, want) {
+				t.Fatalf("relay %q: exit %d\nstdout %q\nstderr %s", args, code, stdout, stderr)
+			}
+			// Idempotent.
+			if code, _, stderr := runRelay(t, nil, args...); code != 0 {
+				t.Fatalf("second provision: exit %d: %s", code, stderr)
+			}
+			m := relay.NewMessage([]byte("kept for " + group))
+			publish(t, b, topic, m)
+			code, stdout, stderr = runRelay(t, nil, "consume", b.subURL(group), topic, "--count", "1", "--format", "json", "--timeout", "60s")
+			if code != 0 || !strings.Contains(stdout, `"id":"`+m.ID+`"`) {
+				t.Errorf("consume after provision: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+			}
+		})
+	}
+	for _, c := range []struct {
+		code int
+		args []string
+		in   string
+	}{
+		{2, []string{"provision", "redis://127.0.0.1:6379/0", "t"}, "--group is required"},
+		{2, []string{"provision", "mem://x", "t", "--group", "g"}, "in-process only"},
+		{2, []string{"provision", "redis://127.0.0.1:6379/0"}, "missing arguments"},
+		{2, []string{"provision", "redis://127.0.0.1:6379/0", "", "--group", "g"}, "the topic is empty"},
+		{2, []string{"provision", "redis://127.0.0.1:6379/0?bogus=1", "t", "--group", "g"}, `"bogus"`},
+		{1, []string{"provision", "redis://127.0.0.1:1/0", "t", "--group", "g", "--timeout", "5s"}, "connection refused"},
+	} {
+		if code, _, stderr := runRelay(t, nil, c.args...); code != c.code || !strings.Contains(stderr, c.in) {
+			t.Errorf("relay %q: exit %d, want %d with %q:\n%s", c.args, code, c.code, c.in, stderr)
+		}
 	}
 }

@@ -8,6 +8,7 @@
 //	relay consume  URL TOPIC --group G          print messages
 //	relay bench    URL TOPIC                    measure throughput and latency
 //	relay replay   URL POISON_TOPIC --group G   send poisoned messages back
+//	relay provision URL TOPIC --group G         create a topic and a group
 //
 // Every command takes --help. Exit codes: 0 success; 1 runtime failure
 // (cannot connect, publish failed, timeout, drain timed out); 2 usage error
@@ -56,6 +57,7 @@ func init() {
 		{"consume", "print the messages of a topic with their metadata", runConsume},
 		{"bench", "measure publish and consume throughput and latency", runBench},
 		{"replay", "move messages from a poison topic back to their origin", runReplay},
+		{"provision", "create a topic and a consumer group so that messages are kept for it", runProvision},
 		{"version", "print the version and the URL schemes this binary supports", runVersion},
 	}
 }
@@ -106,7 +108,7 @@ func run(e *env, args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "relay %s: one publish/subscribe client and bridge for every broker.\n\nUsage: relay COMMAND [flags] [args]\n\nCommands:\n", version)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, `
 Run "relay COMMAND --help" for a command's flags.
