@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-relay/relay"
@@ -134,5 +138,47 @@ func TestCLIProvision(t *testing.T) {
 		if code, _, stderr := runRelay(t, nil, c.args...); code != c.code || !strings.Contains(stderr, c.in) {
 			t.Errorf("relay %q: exit %d, want %d with %q:\n%s", c.args, code, c.code, c.in, stderr)
 		}
+	}
+}
+
+// TestLibrariesDoNotWriteToStderr: the client libraries' own messages go
+// through relay's logger (slog) or nowhere, never straight to stderr: every
+// line relay prints on a failed connect is relay's, on every backend.
+func TestLibrariesDoNotWriteToStderr(t *testing.T) {
+	// A stand-in for the EC2 instance metadata service on loopback, which
+	// the AWS credential chain asks when no credentials are configured: it
+	// refuses the IMDSv2 token, which makes the SDK warn "falling back to
+	// IMDSv1", and has no role.
+	var imdsHits atomic.Int32
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		imdsHits.Add(1)
+		if r.Method == http.MethodPut {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer imds.Close()
+	noAWS := []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds.URL, "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=",
+		"AWS_PROFILE=", "AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none"),
+		"AWS_EC2_METADATA_DISABLED=", "AWS_CONTAINER_CREDENTIALS_FULL_URI=", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=", "AWS_WEB_IDENTITY_TOKEN_FILE="}
+	for _, u := range []string{
+		"redis://127.0.0.1:1/0",
+		"amqp://guest:guest@127.0.0.1:1/?connect_timeout=1s",
+		"kafka://127.0.0.1:1",
+		"sqs://?region=us-east-1&endpoint=http://127.0.0.1:1",
+	} {
+		code, _, stderr := runRelayEnv(t, noAWS, nil, "publish", u, "t", "--data", "x", "--timeout", "5s")
+		if code != 1 {
+			t.Errorf("publish to %s: exit %d, want 1:\n%s", u, code, stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+			if !strings.HasPrefix(line, "relay publish: ") && !strings.HasPrefix(line, "time=") {
+				t.Errorf("publish to %s: a line on stderr that is not relay's: %q", u, line)
+			}
+		}
+	}
+	if imdsHits.Load() == 0 {
+		t.Error("the AWS SDK never asked the metadata stand-in: the SDK warning was not exercised")
 	}
 }
