@@ -117,7 +117,7 @@ URLs: %s
   e.g. amqp://user:pass@host:5672/vhost  kafka://host:9092  redis://host:6379/0
        sqs://?region=R  sns://?region=R  mem://name
   mem:// is in-process only: relay bench and bridge routes take it;
-  publish, consume and replay refuse it.
+  publish, consume, replay and provision refuse it.
 `+exitCodesHelp, strings.Join(relay.Schemes(), ", "))
 }
 
