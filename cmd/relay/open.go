@@ -19,10 +19,12 @@ func refuseInProcess(e *env, cmd, raw string) (int, bool) {
 	if !isInProcess(raw) {
 		return exitOK, true
 	}
-	fmt.Fprintf(e.stderr, "relay %s: %s is in-process only: its messages live inside one process and vanish when it exits, "+
-		"so relay %s cannot share them with another process. Give the URL of a broker (amqp://, kafka://, redis://, sqs://, sns://), "+
-		"or try relay on mem:// with \"relay bench %s TOPIC\", which publishes and consumes in one process.\n",
-		cmd, relay.Redact(raw), cmd, relay.Redact(raw))
+	benchURL, _, _ := strings.Cut(relay.Redact(raw), "?") // bench makes its own group
+	fmt.Fprintf(e.stderr, "relay %s: %s is in-process only: its messages live inside one process and vanish\n"+
+		"  when it exits, so relay %s cannot share them with another process.\n"+
+		"  Give the URL of a broker (amqp://, kafka://, redis://, sqs://, sns://), or try relay\n"+
+		"  without one: \"relay bench %s TOPIC\" publishes and consumes in one process.\n",
+		cmd, relay.Redact(raw), cmd, benchURL)
 	return exitUsage, false
 }
 
