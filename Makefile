@@ -6,8 +6,11 @@ GO ?= go
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
 
+# The broker URL reaches the program through the environment, and the
+# command is echoed with $$BROKER, so that a password in it is never printed.
 demo: ## run the checkout demo on the in-process backend (BROKER=url to change)
-	$(GO) run ./examples/checkout $(if $(BROKER),-broker '$(BROKER)')
+	@echo '$(GO) run ./examples/checkout$(if $(BROKER), -broker "$$BROKER")'
+	@BROKER='$(BROKER)' $(GO) run ./examples/checkout $(if $(BROKER),-broker "$$BROKER")
 
 test: ## run all tests, starting Redis/RabbitMQ if needed (what CI runs; PKGS=./x/... to narrow)
 	scripts/test.sh $(PKGS)

@@ -56,13 +56,26 @@ type LimitError struct {
 	Limit     int    // the limit, when numeric
 	Actual    int    // the value that exceeded it, when numeric
 	Detail    string // extra explanation, when the limit is not numeric
+	// Payload is the payload's byte count within Actual, for What
+	// "message size" (Actual is then the whole encoded message).
+	Payload int
 }
 
+// Error says what was measured. For the size limits, in bytes:
+//
+//	relay: message ID: payload is 20 bytes; limit 10
+//	relay: message ID: message is 56 bytes encoded: payload 20, plus ID, key and metadata; limit 10
 func (e *LimitError) Error() string {
-	if e.Detail != "" {
+	switch {
+	case e.Detail != "":
 		return fmt.Sprintf("relay: message %s: %s: %s", e.MessageID, e.What, e.Detail)
+	case e.What == "payload":
+		return fmt.Sprintf("relay: message %s: payload is %d bytes; limit %d", e.MessageID, e.Actual, e.Limit)
+	case e.What == "message size":
+		return fmt.Sprintf("relay: message %s: message is %d bytes encoded: payload %d, plus ID, key and metadata; limit %d",
+			e.MessageID, e.Actual, e.Payload, e.Limit)
 	}
-	return fmt.Sprintf("relay: message %s: %s is %d, limit %d", e.MessageID, e.What, e.Actual, e.Limit)
+	return fmt.Sprintf("relay: message %s: %s is %d; limit %d", e.MessageID, e.What, e.Actual, e.Limit)
 }
 
 // Is matches ErrLimit always and ErrMessageTooLarge for size limits.

@@ -106,6 +106,11 @@ func newClients(ctx context.Context, cfg Config, o options, withSNS bool) (*clie
 			}
 			opts = append(opts, config.WithCustomCABundle(bytes.NewReader(pem)))
 		}
+		if o.logger != nil {
+			// Also for what loading itself logs (the credential chain's
+			// instance-metadata client warns on stderr otherwise).
+			opts = append(opts, config.WithLogger(sdkLogger{o.logger}))
+		}
 		var err error
 		ac, err = config.LoadDefaultConfig(ctx, opts...)
 		if err != nil {

@@ -57,6 +57,9 @@ Exits 1 when not every message was consumed within --timeout.`)
 		return usageErr(e, "bench", "-mode must be both, publish or consume")
 	}
 	rawURL, topic := fs.pos[0], fs.pos[1]
+	if code, ok := checkTopic(e, "bench", topic); !ok {
+		return code
+	}
 	run := relay.NewID()
 	if *group == "" {
 		*group = "bench-" + run[len(run)-12:]
@@ -75,8 +78,7 @@ Exits 1 when not every message was consumed within --timeout.`)
 			return usageErr(e, "bench", err.Error())
 		}
 		if sub, err = relay.OpenSubscriber(ctx, surl); err != nil {
-			fmt.Fprintf(e.stderr, "relay bench: %v\n", err)
-			return exitFailure
+			return failed(e, "bench", err)
 		}
 		defer sub.Close()
 		if p, ok := sub.(relay.Provisioner); ok {
@@ -88,16 +90,14 @@ Exits 1 when not every message was consumed within --timeout.`)
 		subCtx, stopSub := context.WithCancel(context.Background())
 		defer stopSub()
 		if ch, err = sub.Subscribe(subCtx, topic); err != nil {
-			fmt.Fprintf(e.stderr, "relay bench: %v\n", err)
-			return exitFailure
+			return failed(e, "bench", err)
 		}
 	}
 	var pub relay.Publisher
 	if *mode != "consume" {
 		var err error
 		if pub, err = relay.OpenPublisher(ctx, rawURL); err != nil {
-			fmt.Fprintf(e.stderr, "relay bench: %v\n", err)
-			return exitFailure
+			return failed(e, "bench", err)
 		}
 		defer pub.Close()
 	}

@@ -88,6 +88,11 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 		fmt.Fprintln(e.stderr, "relay bridge: -c FILE is required")
 		return exitUsage
 	}
+	// The flags are checked before the file, and as flags: a bad value is
+	// the command line's mistake (exit 2), not a line of the config file.
+	if msg := checkBridgeFlags(*httpAddr, *logLevel, *logFormat); msg != "" {
+		return usageErr(e, "bridge", msg)
+	}
 	cfg, code := loadConfig(e, *file)
 	if cfg == nil {
 		return code
@@ -148,6 +153,29 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 		return exitFailure
 	}
 	return exitOK
+}
+
+// checkBridgeFlags returns what is wrong with the values of the flags
+// that override the config file, or "". The rules are those of the config
+// fields they override.
+func checkBridgeFlags(httpAddr, logLevel, logFormat string) string {
+	var bad []string
+	if httpAddr != "" && httpAddr != "off" {
+		if _, port, err := net.SplitHostPort(httpAddr); err != nil || port == "" {
+			bad = append(bad, fmt.Sprintf("--http %q: want host:port (e.g. 127.0.0.1:9470 or :9470) or off", httpAddr))
+		}
+	}
+	switch logLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		bad = append(bad, fmt.Sprintf("--log-level %q: want debug, info, warn or error", logLevel))
+	}
+	switch logFormat {
+	case "", "text", "json":
+	default:
+		bad = append(bad, fmt.Sprintf("--log-format %q: want text or json", logFormat))
+	}
+	return strings.Join(bad, "; ")
 }
 
 func dryRunBridge(e *env, cfg bridge.Config, timeout time.Duration) int {

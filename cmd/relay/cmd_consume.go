@@ -42,6 +42,9 @@ was stopped), 1 when --timeout passed first or the subscription failed.`)
 		return code
 	}
 	clientLogger(e, *verbose)
+	if code, ok := refuseInProcess(e, "consume", fs.pos[0]); !ok {
+		return code
+	}
 	if *format != "text" && *format != "json" {
 		return usageErr(e, "consume", "--format must be text or json")
 	}
@@ -52,11 +55,14 @@ was stopped), 1 when --timeout passed first or the subscription failed.`)
 		return usageErr(e, "consume", "--ack and --no-ack contradict each other")
 	}
 	doAck := *ack && !*noAck
-	rawURL, err := subscriberURL(fs.pos[0], *group)
-	if err != nil {
-		return usageErr(e, "consume", err.Error())
+	rawURL, code, ok := groupURL(e, "consume", fs.pos[0], *group)
+	if !ok {
+		return code
 	}
 	topic := fs.pos[1]
+	if code, ok := checkTopic(e, "consume", topic); !ok {
+		return code
+	}
 
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -67,16 +73,14 @@ was stopped), 1 when --timeout passed first or the subscription failed.`)
 	}
 	sub, err := relay.OpenSubscriber(ctx, rawURL)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "relay consume: %v\n", err)
-		return exitFailure
+		return failed(e, "consume", err)
 	}
 	defer sub.Close()
 	subCtx, stopSub := context.WithCancel(context.Background())
 	defer stopSub()
 	ch, err := sub.Subscribe(subCtx, topic)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "relay consume: %v\n", err)
-		return exitFailure
+		return failed(e, "consume", err)
 	}
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()

@@ -38,6 +38,12 @@ Examples:
 	}
 	clientLogger(e, *verbose)
 	rawURL, topic := fs.pos[0], fs.pos[1]
+	if code, ok := refuseInProcess(e, "publish", rawURL); !ok {
+		return code
+	}
+	if code, ok := checkTopic(e, "publish", topic); !ok {
+		return code
+	}
 	switch {
 	case *count < 1:
 		return usageErr(e, "publish", "--count must be at least 1")
@@ -80,8 +86,7 @@ Examples:
 	defer cancelT()
 	pub, err := relay.OpenPublisher(ctx, rawURL)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "relay publish: %v\n", err)
-		return exitFailure
+		return failed(e, "publish", err)
 	}
 	defer pub.Close()
 
@@ -106,8 +111,7 @@ Examples:
 	for len(msgs) > 0 {
 		n := min(*batch, len(msgs))
 		if err := pub.Publish(ctx, topic, msgs[:n]...); err != nil {
-			fmt.Fprintf(e.stderr, "relay publish: %d of %d published, then: %v\n", sent, sent+len(msgs), err)
-			return exitFailure
+			return failed(e, "publish", fmt.Errorf("%d of %d published, then: %w", sent, sent+len(msgs), err))
 		}
 		if !*quiet {
 			for _, m := range msgs[:n] {

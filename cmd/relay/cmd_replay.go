@@ -48,14 +48,22 @@ Example:
 		return code
 	}
 	clientLogger(e, *verbose)
+	for _, u := range []string{fs.pos[0], *to} {
+		if code, ok := refuseInProcess(e, "replay", u); !ok {
+			return code
+		}
+	}
 	if *rate < 0 || *count < 0 || *idle <= 0 {
 		return usageErr(e, "replay", "--rate and --count must not be negative, --idle must be positive")
 	}
-	srcURL, err := subscriberURL(fs.pos[0], *group)
-	if err != nil {
-		return usageErr(e, "replay", err.Error())
+	srcURL, code, ok := groupURL(e, "replay", fs.pos[0], *group)
+	if !ok {
+		return code
 	}
 	poisonTopic := fs.pos[1]
+	if code, ok := checkTopic(e, "replay", poisonTopic); !ok {
+		return code
+	}
 	dstURL := *to
 	if dstURL == "" {
 		u, err := url.Parse(fs.pos[0])
@@ -77,15 +85,13 @@ Example:
 	defer cancelOpen()
 	sub, err := relay.OpenSubscriber(openCtx, srcURL)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "relay replay: %v\n", err)
-		return exitFailure
+		return failed(e, "replay", err)
 	}
 	defer sub.Close()
 	var pub relay.Publisher
 	if !*dry {
 		if pub, err = relay.OpenPublisher(openCtx, dstURL); err != nil {
-			fmt.Fprintf(e.stderr, "relay replay: %v\n", err)
-			return exitFailure
+			return failed(e, "replay", err)
 		}
 		defer pub.Close()
 	}
@@ -93,8 +99,7 @@ Example:
 	defer stopSub()
 	ch, err := sub.Subscribe(subCtx, poisonTopic)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "relay replay: %v\n", err)
-		return exitFailure
+		return failed(e, "replay", err)
 	}
 
 	var interval time.Duration
@@ -106,7 +111,7 @@ Example:
 	perTopic := map[string]int{}
 	idleT := time.NewTimer(*idle)
 	defer idleT.Stop()
-	code := exitOK
+	code = exitOK
 loop:
 	for *count == 0 || replayed < *count {
 		select {

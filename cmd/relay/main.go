@@ -8,11 +8,13 @@
 //	relay consume  URL TOPIC --group G          print messages
 //	relay bench    URL TOPIC                    measure throughput and latency
 //	relay replay   URL POISON_TOPIC --group G   send poisoned messages back
+//	relay provision URL TOPIC --group G         create a topic and a group
 //
 // Every command takes --help. Exit codes: 0 success; 1 runtime failure
 // (cannot connect, publish failed, timeout, drain timed out); 2 usage error
-// (unknown command or flag, missing argument); 3 invalid configuration;
-// 4 dry run found an unreachable endpoint. See docs/bridge.md.
+// (unknown command or flag, bad flag value, bad URL, missing --group, empty
+// topic); 3 invalid config file; 4 dry run found an unreachable endpoint.
+// See docs/bridge.md.
 package main
 
 import (
@@ -55,6 +57,7 @@ func init() {
 		{"consume", "print the messages of a topic with their metadata", runConsume},
 		{"bench", "measure publish and consume throughput and latency", runBench},
 		{"replay", "move messages from a poison topic back to their origin", runReplay},
+		{"provision", "create a topic and a consumer group so that messages are kept for it", runProvision},
 		{"version", "print the version and the URL schemes this binary supports", runVersion},
 	}
 }
@@ -105,7 +108,7 @@ func run(e *env, args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "relay %s: one publish/subscribe client and bridge for every broker.\n\nUsage: relay COMMAND [flags] [args]\n\nCommands:\n", version)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, `
 Run "relay COMMAND --help" for a command's flags.
@@ -113,6 +116,8 @@ Run "relay COMMAND --help" for a command's flags.
 URLs: %s
   e.g. amqp://user:pass@host:5672/vhost  kafka://host:9092  redis://host:6379/0
        sqs://?region=R  sns://?region=R  mem://name
+  mem:// is in-process only: relay bench and bridge routes take it;
+  publish, consume, replay and provision refuse it.
 `+exitCodesHelp, strings.Join(relay.Schemes(), ", "))
 }
 
@@ -120,8 +125,10 @@ const exitCodesHelp = `
 Exit codes:
   0  success
   1  runtime failure: cannot connect, publish failed, timeout, drain timed out
-  2  usage error: unknown command or flag, missing or bad argument
-  3  invalid configuration (relay validate, relay bridge)
+  2  usage error: unknown command or flag, bad flag value, missing or bad
+     argument: bad URL (unknown scheme or parameter), missing --group,
+     empty topic, mem:// outside relay bench
+  3  invalid config file (relay validate, relay bridge)
   4  dry run: an endpoint is unreachable (relay bridge --dry-run)
 `
 

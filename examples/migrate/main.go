@@ -100,7 +100,32 @@ func run(ctx context.Context, out io.Writer, rabbit, kafka string, perStep int) 
 		return "", false
 	}
 	defer m.stopAll()
+	if err := preflight(ctx, rabbit, kafka); err != nil {
+		return err
+	}
 	return m.walk(ctx)
+}
+
+// connectWithin bounds the first connection to each broker, so that a
+// broker that is down or unreachable is named within seconds rather than
+// when -timeout runs out with the bridge still waiting for it.
+const connectWithin = 5 * time.Second
+
+// preflight connects to RabbitMQ and to Kafka once, each within
+// connectWithin, and says which one cannot be reached.
+func preflight(ctx context.Context, rabbit, kafka string) error {
+	for _, b := range []struct{ name, url, flag string }{{"RabbitMQ", rabbit, "-rabbit"}, {"Kafka", kafka, "-kafka"}} {
+		cctx, cancel := context.WithTimeout(ctx, connectWithin)
+		pub, err := relay.OpenPublisher(cctx, b.url)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s is unreachable at %s (no connection within %s): %w\n"+
+				"start the brokers with `docker compose up -d --wait`, or give the right URL with %s",
+				b.name, relay.Redact(b.url), connectWithin, err, b.flag)
+		}
+		_ = pub.Close()
+	}
+	return nil
 }
 
 func (m *migration) say(format string, args ...any) { fmt.Fprintf(m.out, format+"\n", args...) }

@@ -79,3 +79,36 @@ func TestConfigsValidate(t *testing.T) {
 // holdRabbit holds off restarts of the shared RabbitMQ by other packages'
 // tests while the walk-through runs (see testenv.HoldBroker).
 func holdRabbit(t *testing.T) { testenv.HoldBroker(t, "amqp") }
+
+// TestKafkaUnreachable: with Kafka down (a closed port) or not answering (a
+// proxy that drops all traffic), the walk-through says at once, before
+// phase 0, that Kafka is unreachable and how to fix it, instead of waiting
+// out -timeout with a bridge that cannot connect.
+func TestKafkaUnreachable(t *testing.T) {
+	holdRabbit(t)
+	rabbit := testenv.AMQP(t)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hung := testenv.NewFaultProxy(t, c.ListenAddrs()[0])
+	hung.Hang()
+	defer hung.Restore()
+	for _, kafka := range []string{"kafka://127.0.0.1:1", "kafka://" + hung.Addr()} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		var out bytes.Buffer
+		err := run(ctx, &out, rabbit, kafka, 5)
+		expired := ctx.Err()
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "Kafka is unreachable at "+kafka) || !strings.Contains(err.Error(), "-kafka") {
+			t.Errorf("%s: err = %v, want Kafka named unreachable", kafka, err)
+		}
+		if expired != nil {
+			t.Errorf("%s: run returned only when its context expired", kafka)
+		}
+		if strings.Contains(out.String(), "phase 0") {
+			t.Errorf("%s: the walk-through started before Kafka was checked:\n%s", kafka, out.String())
+		}
+	}
+}

@@ -184,18 +184,19 @@ func CheckSize(m *relay.Message, caps relay.Capabilities) error {
 }
 
 // SizeError is nil when size, m's size as a backend counts it, is within
-// limit; otherwise a *relay.LimitError about the payload when the payload
-// alone exceeds limit, else about the message size. For MessageValidators
-// that count size their own way.
+// limit; otherwise a *relay.LimitError about the payload (Actual: the
+// payload's length) when the payload alone exceeds limit, else about the
+// message size (Actual: size, Payload: the payload's length), so that the
+// error says what was measured. For MessageValidators that count size
+// their own way.
 func SizeError(m *relay.Message, size, limit int) error {
 	if size <= limit {
 		return nil
 	}
-	what := "message size"
 	if len(m.Payload) > limit {
-		what = "payload"
+		return &relay.LimitError{MessageID: m.ID, What: "payload", Limit: limit, Actual: len(m.Payload)}
 	}
-	return &relay.LimitError{MessageID: m.ID, What: what, Limit: limit, Actual: size}
+	return &relay.LimitError{MessageID: m.ID, What: "message size", Limit: limit, Actual: size, Payload: len(m.Payload)}
 }
 
 // EncodedSize is the byte count of payload, ID, Key and metadata keys and values.
