@@ -20,7 +20,8 @@
 // Entries are written as plain fields that redis-cli XRANGE shows readably:
 // "id" (the relay message ID), "key" (only when non-empty), "payload", and
 // one "md:<name>" field per metadata entry. An entry written by another
-// producer is still delivered, never rejected: see [Decode].
+// producer is still delivered, never rejected, with every value of a
+// repeated field: see [DecodeFields].
 //
 // Consuming reads with XREADGROUP COUNT <free window slots> BLOCK, so up to
 // InFlight messages are held at once. Acks become one XACK per batch. A Nack

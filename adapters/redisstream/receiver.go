@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/internal/backoff"
 	"github.com/go-relay/relay/internal/driver"
 )
@@ -97,6 +98,12 @@ func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeNa
 	}
 	opts := *d.c.Options()
 	opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns = 1, 0, 1, 1
+	if opts.ReadTimeout > 0 {
+		// The blocking read goes through DoRaw, which cannot extend the
+		// read deadline per command as go-redis's XReadGroup does (by
+		// Block plus 10s); this connection only makes that read.
+		opts.ReadTimeout = max(opts.ReadTimeout, d.cfg.Block+10*time.Second)
+	}
 	userHook := opts.OnConnect
 	opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		if id, err := cn.ClientID(ctx).Result(); err == nil {
@@ -253,24 +260,19 @@ func (r *receiver) fetch(ctx context.Context, max int) ([]driver.Received, error
 // readOwn reads this consumer's PEL (entries delivered to an earlier
 // subscription of the same name that were never settled).
 func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, error) {
-	res, err := r.c.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: r.group, Consumer: r.consumer, Streams: []string{r.key, r.ownCursor}, Count: int64(max), Block: -1,
-	}).Result()
-	if err == redis.Nil {
-		err = nil
-	}
+	raw, err := r.c.DoRaw(ctx, "xreadgroup", "group", r.group, r.consumer, "count", max, "streams", r.key, r.ownCursor).Result()
 	if err != nil {
 		return nil, err
 	}
-	var msgs []redis.XMessage
-	for _, s := range res {
-		msgs = append(msgs, s.Messages...)
+	msgs, err := parseStreams(raw)
+	if err != nil {
+		return nil, err
 	}
 	if len(msgs) == 0 {
 		r.recovering = false
 		return nil, nil
 	}
-	r.ownCursor = msgs[len(msgs)-1].ID
+	r.ownCursor = msgs[len(msgs)-1].id
 	return r.withAttempts(ctx, msgs)
 }
 
@@ -279,10 +281,12 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 	if r.claimCursor == scanDone {
 		r.claimNow.Store(false) // this pass sees every hand-back made so far
 	}
-	msgs, next, err := r.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: r.key, Group: r.group, Consumer: r.consumer,
-		MinIdle: r.cfg.ClaimIdle, Start: r.claimCursor, Count: int64(max),
-	}).Result()
+	raw, err := r.c.DoRaw(ctx, "xautoclaim", r.key, r.group, r.consumer, r.cfg.ClaimIdle.Milliseconds(), r.claimCursor, "count", max).Result()
+	var next string
+	var msgs []streamEntry
+	if err == nil {
+		next, msgs, err = parseAutoClaim(raw)
+	}
 	if err != nil {
 		r.claimCursor = scanDone
 		r.nextClaim = time.Now().Add(r.cfg.ClaimEvery)
@@ -343,12 +347,12 @@ func (r *receiver) cleanupConsumers(ctx context.Context) {
 // withAttempts turns claimed or re-read entries into deliveries, with the
 // delivery counter of the PEL as Attempt. Entries deleted from the stream
 // while pending (trimmed) are acknowledged and skipped.
-func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]driver.Received, error) {
+func (r *receiver) withAttempts(ctx context.Context, msgs []streamEntry) ([]driver.Received, error) {
 	var gone []string
 	live := msgs[:0:0]
 	for _, m := range msgs {
-		if m.Values == nil {
-			gone = append(gone, m.ID)
+		if m.msg == nil {
+			gone = append(gone, m.id)
 			continue
 		}
 		live = append(live, m)
@@ -359,7 +363,7 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]d
 			p.XAck(ctx, r.key, r.group, gone...)
 		}
 		for i, m := range live {
-			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.key, Group: r.group, Start: m.ID, End: m.ID, Count: 1})
+			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.key, Group: r.group, Start: m.id, End: m.id, Count: 1})
 		}
 		return nil
 	})
@@ -378,8 +382,8 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]d
 				attempt = int(p[0].RetryCount)
 			}
 		}
-		hs[i].id = m.ID
-		out[i] = driver.Received{Msg: Decode(m.ID, m.Values), Attempt: attempt, Handle: &hs[i]}
+		hs[i].id = m.id
+		out[i] = driver.Received{Msg: m.msg, Attempt: attempt, Handle: &hs[i]}
 	}
 	return out, nil
 }
@@ -399,30 +403,25 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 	}
 	r.reading = true
 	r.wmu.Unlock()
-	res, err := r.rc.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: r.group, Consumer: r.consumer, Streams: []string{r.key, ">"}, Count: int64(max), Block: block,
-	}).Result()
+	raw, err := r.rc.DoRaw(ctx, "xreadgroup", "group", r.group, r.consumer, "count", max, "block", block.Milliseconds(), "streams", r.key, ">").Result()
 	r.wmu.Lock()
 	r.reading, r.wantWake = false, false
 	r.wmu.Unlock()
-	if err == redis.Nil {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, err
 	}
-	n := 0
-	for _, s := range res {
-		n += len(s.Messages)
+	msgs, err := parseStreams(raw)
+	if err != nil || len(msgs) == 0 {
+		return nil, err
 	}
-	out := make([]driver.Received, 0, n)
-	hs := make([]handle, n) // one allocation for the batch's handles
-	for _, s := range res {
-		for _, m := range s.Messages {
-			h := &hs[len(out)]
-			h.id = m.ID
-			out = append(out, driver.Received{Msg: Decode(m.ID, m.Values), Attempt: 1, Handle: h})
+	out := make([]driver.Received, len(msgs))
+	hs := make([]handle, len(msgs)) // one allocation for the batch's handles
+	for i, m := range msgs {
+		if m.msg == nil { // not sent for new entries; never deliver a nil message
+			m.msg = &relay.Message{ID: m.id}
 		}
+		hs[i].id = m.id
+		out[i] = driver.Received{Msg: m.msg, Attempt: 1, Handle: &hs[i]}
 	}
 	return out, nil
 }

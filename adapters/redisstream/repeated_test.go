@@ -1,0 +1,83 @@
+package redisstream_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/internal/relaytest"
+)
+
+// An entry with repeated fields, written by a foreign producer with a raw
+// XADD, keeps every value on each of the three ways a subscription reads
+// entries (new entries, entries taken over from a dead consumer, its own
+// pending entries after a restart), with RESP2 and RESP3 connections.
+func TestRepeatedFieldsKeepEveryValue(t *testing.T) {
+	fields := []any{
+		"id", "ext-1", "id", "ext-1-again",
+		"payload", "first", "payload", "second",
+		"md:x", "1", "md:x", "2",
+		"a", "1", "a", "2", "a", "3",
+	}
+	want := relay.Metadata{"id#2": "ext-1-again", "payload#2": "second", "x": "1", "x#2": "2", "a": "1", "a#2": "2", "a#3": "3"}
+	check := func(t *testing.T, m *relay.Message) {
+		t.Helper()
+		if m.ID != "ext-1" || string(m.Payload) != "first" || !sameMD(m.Metadata, want) {
+			t.Errorf("got ID %q payload %q md %q; want ext-1 first %q", m.ID, m.Payload, m.Metadata, want)
+		}
+		if err := m.Ack(); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) {
+			ctx := context.Background()
+			opts, err := redis.ParseURL(redisURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Protocol = proto
+			c := redis.NewClient(opts)
+			t.Cleanup(func() { _ = c.Close() })
+			raw := rawClient(t)
+			topic, group, name := relaytest.Unique("repeated"), relaytest.Unique("g"), relaytest.Unique("worker")
+			t.Cleanup(func() { raw.Del(ctx, topic) })
+			sub, err := redisstream.NewSubscriber(ctx, c, redisstream.SubscriberConfig{
+				Group: group, Consumer: name, ClaimIdle: 100 * time.Millisecond, ClaimEvery: 50 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sub.Close() })
+			provision(t, sub, topic)
+			read := func(consumer string) {
+				t.Helper()
+				if err := raw.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: fields}).Err(); err != nil {
+					t.Fatal(err)
+				}
+				res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: consumer, Streams: []string{topic, ">"}, Count: 1, Block: -1}).Result()
+				if err != nil || len(res[0].Messages) != 1 {
+					t.Fatalf("raw read: %v %v", res, err)
+				}
+			}
+			read(name)          // pending for this consumer: the own-PEL read
+			read("dead-worker") // pending for a dead one: XAUTOCLAIM
+			if err := raw.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: fields}).Err(); err != nil {
+				t.Fatal(err) // new: XREADGROUP >
+			}
+			ch, _ := relaytest.Subscribe(t, sub, topic)
+			for _, what := range []string{"own pending entry", "entry of a dead consumer", "new entry"} {
+				check(t, relaytest.Next(t, ch, what))
+			}
+			_ = sub.Close()
+			if n := pendingCount(t, raw, topic, group); n != 0 {
+				t.Errorf("%d entries still pending", n)
+			}
+		})
+	}
+}
