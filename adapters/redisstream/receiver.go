@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,12 @@ type receiver struct {
 	nextClaim   time.Time
 	nextCleanup time.Time
 	claimNow    atomic.Bool // a Nack handed entries back: claim at once
+
+	// dues are the times, in order, at which entries this subscription
+	// handed back with a delay (NackAfter) become claimable; the reader
+	// claims at each of them. Guarded by dmu.
+	dmu  sync.Mutex
+	dues []time.Time
 
 	smu sync.Mutex
 
@@ -235,7 +242,7 @@ func (r *receiver) fetch(ctx context.Context, max int) ([]driver.Received, error
 	switch {
 	case r.recovering:
 		got, err = r.readOwn(ctx, max)
-	case r.claimCursor != scanDone || r.claimNow.Load() || !time.Now().Before(r.nextClaim):
+	case r.claimCursor != scanDone || r.claimNow.Load() || !time.Now().Before(r.nextClaim) || r.popDue(time.Now()):
 		got, err = r.claim(ctx, max)
 	default:
 		got, err = r.readNew(ctx, max)
@@ -280,6 +287,7 @@ func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, err
 func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error) {
 	if r.claimCursor == scanDone {
 		r.claimNow.Store(false) // this pass sees every hand-back made so far
+		r.popDue(time.Now())    // and every delayed one that is due
 	}
 	raw, err := r.c.DoRaw(ctx, "xautoclaim", r.key, r.group, r.consumer, r.cfg.ClaimIdle.Milliseconds(), r.claimCursor, "count", max).Result()
 	var next string
@@ -392,6 +400,9 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []streamEntry) ([]driv
 // entries. wake interrupts the wait.
 func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, error) {
 	block := min(r.cfg.Block, time.Until(r.nextClaim))
+	if due, ok := r.firstDue(); ok {
+		block = min(block, time.Until(due))
+	}
 	if block < time.Millisecond {
 		block = time.Millisecond
 	}
@@ -474,11 +485,14 @@ func (r *receiver) unblock() {
 }
 
 // Settle sends the acks (one XACK) and hands the nacked entries back to
-// the group, in one round trip.
+// the group, in one round trip. A nack with a delay is handed back with an
+// idle time that makes it claimable once the delay has passed (see
+// handbackAfter); this subscription claims at that time.
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	var acks, nacks []string
+	var delayed map[int64][]string // by delay in ms
 	first := 0
 	for _, s := range batch {
 		h := s.Handle.(*handle)
@@ -486,30 +500,52 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			h.settled = true
 			first++
 		}
-		if s.Ack {
+		switch {
+		case s.Ack:
 			acks = append(acks, h.id)
-		} else {
+		case s.Delay > 0:
+			if delayed == nil {
+				delayed = map[int64][]string{}
+			}
+			ms := delayMillis(s.Delay)
+			delayed[ms] = append(delayed[ms], h.id)
+		default:
 			nacks = append(nacks, h.id)
 		}
 	}
 	r.settled(first) // settled by the application: the window has room again
-	var ack, back redis.Cmder
-	if len(nacks) == 0 {
+	var ack redis.Cmder
+	cmds := make([]redis.Cmder, 0, 1+len(delayed))
+	if len(nacks) == 0 && len(delayed) == 0 {
 		ack = r.c.XAck(ctx, r.key, r.group, acks...)
 	} else {
 		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if len(acks) > 0 {
 				ack = p.XAck(ctx, r.key, r.group, acks...)
 			}
-			back = r.handback(ctx, p, nacks)
+			if len(nacks) > 0 {
+				cmds = append(cmds, r.handback(ctx, p, nacks))
+			}
+			for ms, ids := range delayed {
+				cmds = append(cmds, r.handbackAfter(ctx, p, ids, ms))
+			}
 			return nil
 		})
 	}
+	if len(delayed) > 0 {
+		now := time.Now()
+		for ms := range delayed {
+			// dueSlack covers the rounding of Redis's millisecond clock.
+			r.addDue(now.Add(time.Duration(ms)*time.Millisecond + dueSlack))
+		}
+	}
 	if len(nacks) > 0 {
 		r.claimNow.Store(true)
-		r.wake()
 	}
-	for _, c := range []redis.Cmder{ack, back} {
+	if len(nacks) > 0 || len(delayed) > 0 {
+		r.wake() // claim now, or recompute how long to block
+	}
+	for _, c := range append(cmds, ack) {
 		if c != nil && c.Err() != nil && !noGroup(c.Err()) {
 			return fmt.Errorf("redisstream: settling: %w", c.Err())
 		}
@@ -517,18 +553,78 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	return nil
 }
 
+// dueSlack is how long after a delayed entry should have become claimable
+// the subscription claims it.
+const dueSlack = 5 * time.Millisecond
+
+// delayMillis is d in whole milliseconds, rounded up, so that the delay
+// Redis applies is never shorter than d.
+func delayMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// maxDelay is the longest NackAfter delay handed to Redis: an entry whose
+// idle time is 0 becomes claimable after ClaimIdle, and Redis does not
+// accept a delivery time in the future (XCLAIM TIME is capped at now).
+func maxDelay(claimIdle time.Duration) time.Duration {
+	return claimIdle.Truncate(time.Millisecond)
+}
+
 // handback queues XCLAIM of ids to HandbackConsumer with the oldest
 // possible delivery time, so that the next XAUTOCLAIM of any consumer takes
 // them. JUSTID leaves the delivery counter as it is; the claim that
 // redelivers the entry increments it.
 func (r *receiver) handback(ctx context.Context, p redis.Pipeliner, ids []string) redis.Cmder {
+	return r.handbackIdle(ctx, p, ids, "time", 1)
+}
+
+// handbackAfter queues XCLAIM of ids to HandbackConsumer with an idle
+// time of ClaimIdle minus delayMs, so that XAUTOCLAIM (whose minimum idle
+// time is ClaimIdle) takes them only once delayMs has passed, measured by
+// the server's clock: the delay holds when this subscription or process
+// ends, and no consumer holds the entries meanwhile.
+func (r *receiver) handbackAfter(ctx context.Context, p redis.Pipeliner, ids []string, delayMs int64) redis.Cmder {
+	return r.handbackIdle(ctx, p, ids, "idle", max(0, r.cfg.ClaimIdle.Milliseconds()-delayMs))
+}
+
+func (r *receiver) handbackIdle(ctx context.Context, p redis.Pipeliner, ids []string, opt string, v int64) redis.Cmder {
 	args := make([]any, 0, 9+len(ids))
 	args = append(args, "xclaim", r.key, r.group, HandbackConsumer, 0)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	args = append(args, "time", 1, "justid")
+	args = append(args, opt, v, "justid")
 	return p.Do(ctx, args...)
+}
+
+// addDue records that this subscription should claim at t.
+func (r *receiver) addDue(t time.Time) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	i, _ := slices.BinarySearchFunc(r.dues, t, time.Time.Compare)
+	r.dues = slices.Insert(r.dues, i, t)
+}
+
+// firstDue returns the earliest recorded claim time.
+func (r *receiver) firstDue() (time.Time, bool) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	if len(r.dues) == 0 {
+		return time.Time{}, false
+	}
+	return r.dues[0], true
+}
+
+// popDue drops the claim times up to now and reports whether there were any.
+func (r *receiver) popDue(now time.Time) bool {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	n := 0
+	for n < len(r.dues) && !r.dues[n].After(now) {
+		n++
+	}
+	r.dues = r.dues[n:]
+	return n > 0
 }
 
 // Extend resets the idle time of the entries still held, so that other
