@@ -99,6 +99,9 @@ func Decode(entryID string, fields map[string]any) *relay.Message {
 //   - Without a "payload" field the payload is taken from the first of
 //     ForeignPayloadFields present (which is then not in the metadata);
 //     if there is none, the payload is empty and every field is metadata.
+//   - An empty payload is a non-nil empty slice, however it was written
+//     (Encode writes a present, empty "payload" field for a nil or empty
+//     Payload).
 //   - A repeated name (which relay never writes, but XADD allows) loses
 //     nothing: the first occurrence is used as above, and each later one
 //     becomes metadata "<name>#2", "<name>#3", ... in entry order, where
@@ -167,6 +170,9 @@ func decode[S text](entryID string, f []S) *relay.Message {
 			}
 			m.Metadata[name] = string(v)
 		}
+	}
+	if m.Payload == nil {
+		m.Payload = []byte{} // an empty or absent payload reads as a non-nil empty slice
 	}
 	for _, i := range later {
 		k := string(f[i])

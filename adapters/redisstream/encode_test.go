@@ -45,7 +45,7 @@ func TestDecodeForeign(t *testing.T) {
 		t.Errorf("preference order: %+v", m)
 	}
 	m = Decode("5-2", map[string]any{"n": int64(3)})
-	if m.Metadata["n"] != "3" || m.Payload != nil {
+	if m.Metadata["n"] != "3" || m.Payload == nil || len(m.Payload) != 0 {
 		t.Errorf("non-string value: %+v", m)
 	}
 }

@@ -81,3 +81,46 @@ func TestRepeatedFieldsKeepEveryValue(t *testing.T) {
 		})
 	}
 }
+
+// Rule 2: a nil and an empty Payload are written alike, as a present
+// 0-byte "payload" field, and both read back (as does an entry without a
+// payload field) as a non-nil empty Payload.
+func TestNilAndEmptyPayload(t *testing.T) {
+	ctx := context.Background()
+	topic, group := relaytest.Unique("empty"), relaytest.Unique("g")
+	raw := rawClient(t)
+	pub := openPub(t)
+	sub := openSub(t, group)
+	provision(t, sub, topic)
+	nilMsg := &relay.Message{ID: relay.NewID()}
+	emptyMsg := &relay.Message{ID: relay.NewID(), Payload: []byte{}}
+	relaytest.Publish(t, pub, topic, nilMsg, emptyMsg)
+	foreignID, err := raw.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"source", "no payload field"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := raw.Do(ctx, "XRANGE", topic, "-", "+", "COUNT", 2).Slice()
+	if err != nil || len(res) != 2 {
+		t.Fatalf("XRANGE: %v %v", res, err)
+	}
+	for i, e := range res {
+		fields := e.([]any)[1].([]any)
+		var payload any = "absent"
+		for j := 0; j+1 < len(fields); j += 2 {
+			if fields[j] == redisstream.FieldPayload {
+				payload = fields[j+1]
+			}
+		}
+		if payload != "" {
+			t.Errorf("entry %d: payload field %#v on the wire, want a present empty string", i, payload)
+		}
+	}
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	for _, want := range []string{nilMsg.ID, emptyMsg.ID, foreignID} {
+		m := relaytest.Next(t, ch, "empty payload")
+		if m.ID != want || m.Payload == nil || len(m.Payload) != 0 {
+			t.Errorf("got %s payload %#v, want %s with a non-nil empty payload", m.ID, m.Payload, want)
+		}
+		_ = m.Ack()
+	}
+}
