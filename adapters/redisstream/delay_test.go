@@ -112,3 +112,49 @@ func TestNackAfterFreesWindowSlot(t *testing.T) {
 	}
 	_ = back.Ack()
 }
+
+// A NackAfter longer than claim_idle (MaxDelay) is emulated by the shared
+// layer, which keeps the entry leased; it still holds no slot of the
+// reader's window: with inflight=3, three other messages are delivered and
+// held while it waits.
+func TestEmulatedNackAfterFreesReadAhead(t *testing.T) {
+	const n = 3
+	topic, group := relaytest.Unique("delay-emulated"), relaytest.Unique("g")
+	pub := openPub(t)
+	sub := openSub(t, group, "inflight", "3", "claim_idle", "300ms", "claim_every", "50ms")
+	provision(t, sub, topic)
+	waiting := relay.NewMessage([]byte("waits"))
+	relaytest.Publish(t, pub, topic, waiting)
+	ch, cancel := relaytest.Subscribe(t, sub, topic)
+	m := relaytest.Next(t, ch, "message to delay")
+	const delay = 10 * time.Second // beyond MaxDelay (300ms): emulated
+	nacked := time.Now()
+	if err := m.NackAfter(delay); err != nil {
+		t.Fatal(err)
+	}
+	others := newMsgs(n, "other %d")
+	relaytest.Publish(t, pub, topic, others...)
+	var held []*relay.Message
+	for i := range others {
+		m := relaytest.Next(t, ch, "other message while one waits")
+		if m.ID != others[i].ID {
+			t.Fatalf("got %s, want %s", m.ID, others[i].ID)
+		}
+		held = append(held, m)
+	}
+	if time.Since(nacked) >= delay {
+		t.Fatalf("the other messages came only after the delay of the waiting one")
+	}
+	for _, m := range held {
+		_ = m.Ack()
+	}
+	cancel() // emulated: ending the subscription releases the waiting message at once
+	for range ch {
+	}
+	ch2, _ := relaytest.Subscribe(t, sub, topic)
+	if back := relaytest.Next(t, ch2, "released message"); back.ID != waiting.ID {
+		t.Errorf("got %s, want %s", back.ID, waiting.ID)
+	} else {
+		_ = back.Ack()
+	}
+}

@@ -24,6 +24,9 @@ const scanDone = "0-0"
 type handle struct {
 	id      string
 	settled bool // guarded by receiver.smu
+	// slot: the entry counts against the reader's window (outstanding);
+	// cleared by whichever of settling, releasing or parking comes first.
+	slot atomic.Bool
 }
 
 // receiver is one subscription: one consumer of the group on one stream.
@@ -391,6 +394,7 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []streamEntry) ([]driv
 			}
 		}
 		hs[i].id = m.id
+		hs[i].slot.Store(true)
 		out[i] = driver.Received{Msg: m.msg, Attempt: attempt, Handle: &hs[i]}
 	}
 	return out, nil
@@ -432,6 +436,7 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 			m.msg = &relay.Message{ID: m.id}
 		}
 		hs[i].id = m.id
+		hs[i].slot.Store(true)
 		out[i] = driver.Received{Msg: m.msg, Attempt: 1, Handle: &hs[i]}
 	}
 	return out, nil
@@ -496,8 +501,8 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	first := 0
 	for _, s := range batch {
 		h := s.Handle.(*handle)
-		if !h.settled {
-			h.settled = true
+		h.settled = true
+		if h.slot.CompareAndSwap(true, false) {
 			first++
 		}
 		switch {
@@ -627,6 +632,15 @@ func (r *receiver) popDue(now time.Time) bool {
 	return n > 0
 }
 
+// Park implements driver.Parker: an entry whose NackAfter delay the shared
+// layer emulates (one longer than MaxDelay) stays leased to this consumer
+// but no longer counts against the reader's window.
+func (r *receiver) Park(h any) {
+	if h.(*handle).slot.CompareAndSwap(true, false) {
+		r.settled(1)
+	}
+}
+
 // Extend resets the idle time of the entries still held, so that other
 // consumers' XAUTOCLAIM does not take them.
 func (r *receiver) Extend(ctx context.Context, handles []any) error {
@@ -658,13 +672,17 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	ids := make([]string, 0, len(handles))
+	freed := 0
 	for _, h := range handles {
 		if h := h.(*handle); !h.settled {
 			h.settled = true
 			ids = append(ids, h.id)
+			if h.slot.CompareAndSwap(true, false) {
+				freed++
+			}
 		}
 	}
-	r.settled(len(ids))
+	r.settled(freed)
 	if len(ids) == 0 {
 		return nil
 	}
