@@ -20,7 +20,8 @@
 // Entries are written as plain fields that redis-cli XRANGE shows readably:
 // "id" (the relay message ID), "key" (only when non-empty), "payload", and
 // one "md:<name>" field per metadata entry. An entry written by another
-// producer is still delivered, never rejected: see [Decode].
+// producer is still delivered, never rejected, with every value of a
+// repeated field: see [DecodeFields].
 //
 // Consuming reads with XREADGROUP COUNT <free window slots> BLOCK, so up to
 // InFlight messages are held at once. Acks become one XACK per batch. A Nack
@@ -28,7 +29,12 @@
 // entry back to the group: it is moved to the consumer "relay-handback"
 // with its idle time set to the maximum, where the next XAUTOCLAIM of any
 // consumer of the group takes it, immediately for the subscription that
-// nacked it and within ClaimEvery for the others. Attempt is the entry's
+// nacked it and within ClaimEvery for the others. NackAfter(d) is native
+// for d up to ClaimIdle (Capabilities().MaxDelay): the hand-back sets the
+// entry's idle time to ClaimIdle-d, so XAUTOCLAIM takes it only after d,
+// even if the subscription or the process ends meanwhile, and the entry
+// holds no window slot while it waits; the subscription that nacked claims
+// it when it is due. Longer delays are emulated. Attempt is the entry's
 // delivery counter in the group's pending entries list, so it survives
 // consumer restarts.
 //

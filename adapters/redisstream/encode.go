@@ -3,7 +3,7 @@ package redisstream
 import (
 	"fmt"
 	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/go-relay/relay"
 )
@@ -69,8 +69,27 @@ func encodedSize(m *relay.Message) int {
 	return n
 }
 
-// Decode turns the fields of stream entry entryID into a message. It never
-// fails, so an entry written by any producer is delivered:
+// Decode turns the fields of stream entry entryID, as a map, into a
+// message, as [DecodeFields] does with the fields in name order. A map
+// cannot hold a repeated field: use DecodeFields with the entry's ordered
+// field list (as XRANGE returns it) to keep every value.
+func Decode(entryID string, fields map[string]any) *relay.Message {
+	names := make([]string, 0, len(fields))
+	for k := range fields {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	list := make([]string, 0, 2*len(names))
+	for _, k := range names {
+		list = append(list, k, str(fields[k]))
+	}
+	return decode(entryID, list)
+}
+
+// DecodeFields turns the fields of stream entry entryID, given in entry
+// order as name, value, name, value, ... (a trailing name without a value
+// is ignored), into a message. It never fails, so an entry written by any
+// producer is delivered:
 //
 //   - "id", "key" and "payload" become ID, Key and Payload; "md:<name>"
 //     becomes metadata <name>.
@@ -80,68 +99,115 @@ func encodedSize(m *relay.Message) int {
 //   - Without a "payload" field the payload is taken from the first of
 //     ForeignPayloadFields present (which is then not in the metadata);
 //     if there is none, the payload is empty and every field is metadata.
-func Decode(entryID string, fields map[string]any) *relay.Message {
+//   - An empty payload is a non-nil empty slice, however it was written
+//     (Encode writes a present, empty "payload" field for a nil or empty
+//     Payload).
+//   - A repeated name (which relay never writes, but XADD allows) loses
+//     nothing: the first occurrence is used as above, and each later one
+//     becomes metadata "<name>#2", "<name>#3", ... in entry order, where
+//     <name> is the metadata name (without "md:") or, for a repeated "id",
+//     "key" or payload field, the field name itself. A number whose name
+//     is already taken in the entry is skipped. Two fields that give the
+//     same metadata name (such as "md:x" and "x") count as a repetition.
+func DecodeFields(entryID string, fields []string) *relay.Message {
+	return decode(entryID, fields)
+}
+
+// text is what a field name or value can be: strings from callers, or
+// slices of a raw reply buffer from the receiver (converted, so copied,
+// before they are kept).
+type text interface{ ~string | ~[]byte }
+
+func decode[S text](entryID string, f []S) *relay.Message {
 	m := &relay.Message{ID: entryID}
-	// Fast path: an entry written by relay without metadata.
-	if raw, ok := fields[FieldPayload]; ok {
-		n := 1
-		if id, ok := fields[FieldID]; ok {
-			m.ID = str(id)
-			n++
-		}
-		if k, ok := fields[FieldKey]; ok {
-			m.Key = str(k)
-			n++
-		}
-		if v := str(raw); v != "" {
-			m.Payload = []byte(v)
-		}
-		if n == len(fields) {
-			return m
-		}
-		for k, raw := range fields {
-			switch {
-			case k == FieldPayload || k == FieldID || k == FieldKey:
-			case strings.HasPrefix(k, MetadataPrefix):
-				setMD(m, k[len(MetadataPrefix):], str(raw))
-			default:
-				setMD(m, k, str(raw))
+	n := len(f) &^ 1
+	payloadName := FieldPayload
+	if !hasField(f[:n], FieldPayload) {
+		payloadName = ""
+		for _, name := range ForeignPayloadFields {
+			if hasField(f[:n], name) {
+				payloadName = name
+				break
 			}
 		}
-		return m
 	}
-	payloadField := ""
-	for _, name := range ForeignPayloadFields {
-		if _, ok := fields[name]; ok {
-			payloadField = name
-			break
-		}
-	}
-	for k, raw := range fields {
-		v := str(raw)
+	var seenPayload, seenID, seenKey bool
+	var later []int // indexes of repeated fields, named after the first pass
+	for i := 0; i < n; i += 2 {
+		k, v := f[i], f[i+1]
 		switch {
-		case k == payloadField:
-			if v != "" {
+		case payloadName != "" && string(k) == payloadName:
+			if seenPayload {
+				later = append(later, i)
+				continue
+			}
+			seenPayload = true
+			if len(v) > 0 {
 				m.Payload = []byte(v)
 			}
-		case k == FieldID:
-			m.ID = v
-		case k == FieldKey:
-			m.Key = v
-		case strings.HasPrefix(k, MetadataPrefix):
-			setMD(m, k[len(MetadataPrefix):], v)
+		case string(k) == FieldID:
+			if seenID {
+				later = append(later, i)
+				continue
+			}
+			seenID = true
+			m.ID = string(v)
+		case string(k) == FieldKey:
+			if seenKey {
+				later = append(later, i)
+				continue
+			}
+			seenKey = true
+			m.Key = string(v)
 		default:
-			setMD(m, k, v)
+			if m.Metadata == nil {
+				m.Metadata = make(relay.Metadata, (n-i)/2)
+			}
+			name := mdName(k)
+			if _, taken := m.Metadata[name]; taken {
+				later = append(later, i)
+				continue
+			}
+			m.Metadata[name] = string(v)
+		}
+	}
+	if m.Payload == nil {
+		m.Payload = []byte{} // an empty or absent payload reads as a non-nil empty slice
+	}
+	for _, i := range later {
+		k := string(f[i])
+		if k != payloadName && k != FieldID && k != FieldKey {
+			k = mdName(f[i])
+		}
+		if m.Metadata == nil {
+			m.Metadata = make(relay.Metadata, len(later))
+		}
+		for num := 2; ; num++ {
+			name := k + "#" + strconv.Itoa(num)
+			if _, taken := m.Metadata[name]; !taken {
+				m.Metadata[name] = string(f[i+1])
+				break
+			}
 		}
 	}
 	return m
 }
 
-func setMD(m *relay.Message, k, v string) {
-	if m.Metadata == nil {
-		m.Metadata = make(relay.Metadata)
+// mdName is the metadata name of field k: k without MetadataPrefix.
+func mdName[S text](k S) string {
+	if len(k) >= len(MetadataPrefix) && string(k[:len(MetadataPrefix)]) == MetadataPrefix {
+		return string(k[len(MetadataPrefix):])
 	}
-	m.Metadata[k] = v
+	return string(k)
+}
+
+func hasField[S text](f []S, name string) bool {
+	for i := 0; i < len(f); i += 2 {
+		if string(f[i]) == name {
+			return true
+		}
+	}
+	return false
 }
 
 func str(v any) string {

@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/go-relay/relay"
@@ -44,7 +45,7 @@ func TestDecodeForeign(t *testing.T) {
 		t.Errorf("preference order: %+v", m)
 	}
 	m = Decode("5-2", map[string]any{"n": int64(3)})
-	if m.Metadata["n"] != "3" || m.Payload != nil {
+	if m.Metadata["n"] != "3" || m.Payload == nil || len(m.Payload) != 0 {
 		t.Errorf("non-string value: %+v", m)
 	}
 }
@@ -79,5 +80,88 @@ func TestParseVersion(t *testing.T) {
 	}
 	if _, _, ok := parseVersion("# Server\r\n"); ok {
 		t.Error("no version line parsed as a version")
+	}
+}
+
+// Repeated fields (which XADD allows) lose nothing: the first occurrence is
+// used as relay would, later ones become metadata <name>#2, #3, ...,
+// skipping numbers already taken in the entry.
+func TestDecodeFieldsRepeated(t *testing.T) {
+	cases := []struct {
+		fields  []string
+		id, key string
+		payload string
+		md      relay.Metadata
+	}{
+		{[]string{"a", "1", "a", "2", "a", "3"}, "9-0", "", "", relay.Metadata{"a": "1", "a#2": "2", "a#3": "3"}},
+		{[]string{"payload", "p1", "payload", "p2"}, "9-0", "", "p1", relay.Metadata{"payload#2": "p2"}},
+		{[]string{"id", "first", "key", "k1", "payload", "", "id", "second", "key", "k2"}, "first", "k1", "", relay.Metadata{"id#2": "second", "key#2": "k2"}},
+		{[]string{"md:x", "1", "md:x", "2", "x", "3"}, "9-0", "", "", relay.Metadata{"x": "1", "x#2": "2", "x#3": "3"}},
+		// An explicit x#2 keeps its name; the repeat takes the next free number.
+		{[]string{"x", "1", "x", "2", "md:x#2", "explicit"}, "9-0", "", "", relay.Metadata{"x": "1", "x#2": "explicit", "x#3": "2"}},
+		// A foreign payload field repeated: the first is the payload.
+		{[]string{"data", "d1", "data", "d2", "body", "b"}, "9-0", "", "d1", relay.Metadata{"data#2": "d2", "body": "b"}},
+		// A trailing name without a value is ignored.
+		{[]string{"payload", "p", "dangling"}, "9-0", "", "p", nil},
+	}
+	for _, c := range cases {
+		m := DecodeFields("9-0", c.fields)
+		if m.ID != c.id || m.Key != c.key || string(m.Payload) != c.payload || !equalMD(m.Metadata, c.md) {
+			t.Errorf("%q: got ID %q key %q payload %q md %q; want %q %q %q %q", c.fields, m.ID, m.Key, m.Payload, m.Metadata, c.id, c.key, c.payload, c.md)
+		}
+		// The receiver's []byte instantiation decodes the same.
+		bs := make([][]byte, len(c.fields))
+		for i, f := range c.fields {
+			bs[i] = []byte(f)
+		}
+		if b := decode("9-0", bs); b.ID != m.ID || b.Key != m.Key || !bytes.Equal(b.Payload, m.Payload) || !equalMD(b.Metadata, m.Metadata) {
+			t.Errorf("%q: []byte decode %+v differs from string decode %+v", c.fields, b, m)
+		}
+	}
+}
+
+// The RESP parser reads XREADGROUP and XAUTOCLAIM replies in both protocol
+// versions, keeping repeated fields, and turns error replies into errors.
+func TestParseReplies(t *testing.T) {
+	entry := "*2\r\n$3\r\n1-0\r\n*6\r\n$7\r\npayload\r\n$2\r\nhi\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\na\r\n$1\r\n2\r\n"
+	deleted := "*2\r\n$3\r\n2-0\r\n*-1\r\n"
+	for name, raw := range map[string]string{
+		"resp2": "*1\r\n*2\r\n$1\r\ns\r\n*2\r\n" + entry + deleted,
+		"resp3": "%1\r\n$1\r\ns\r\n*2\r\n" + entry + strings.Replace(deleted, "*-1", "_", 1),
+	} {
+		got, err := parseStreams([]byte(raw))
+		if err != nil || len(got) != 2 {
+			t.Fatalf("%s: %v %v", name, got, err)
+		}
+		if m := got[0].msg; got[0].id != "1-0" || string(m.Payload) != "hi" || !equalMD(m.Metadata, relay.Metadata{"a": "1", "a#2": "2"}) {
+			t.Errorf("%s: entry %+v", name, m)
+		}
+		if got[1].id != "2-0" || got[1].msg != nil {
+			t.Errorf("%s: deleted entry %+v", name, got[1])
+		}
+	}
+	for _, raw := range []string{"*-1\r\n", "_\r\n"} {
+		if got, err := parseStreams([]byte(raw)); err != nil || len(got) != 0 {
+			t.Errorf("null reply %q: %v %v", raw, got, err)
+		}
+	}
+	cur, got, err := parseAutoClaim([]byte("*3\r\n$3\r\n5-0\r\n*1\r\n" + entry + "*1\r\n$3\r\n3-0\r\n"))
+	if err != nil || cur != "5-0" || len(got) != 1 || got[0].msg.Metadata["a#2"] != "2" {
+		t.Errorf("XAUTOCLAIM: %q %+v %v", cur, got, err)
+	}
+	if _, err := parseStreams([]byte("-NOGROUP No such key\r\n")); !noGroup(err) {
+		t.Errorf("error reply gave %v", err)
+	}
+	for _, bad := range []string{"*1\r\n*2\r\n$1\r\ns", "*1\r\n*2\r\n$9\r\ns\r\n", ":3\r\n"} {
+		if _, err := parseStreams([]byte(bad)); err == nil {
+			t.Errorf("malformed reply %q parsed", bad)
+		}
+	}
+}
+
+// A bogus length in a reply is an error, not a huge allocation.
+func TestParseHugeLength(t *testing.T) {
+	if _, err := parseStreams([]byte("*1\r\n*2\r\n$1\r\ns\r\n*999999999999999999\r\n")); err == nil {
+		t.Error("bogus entry count parsed")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/internal/backoff"
 	"github.com/go-relay/relay/internal/driver"
 )
@@ -23,6 +25,9 @@ const scanDone = "0-0"
 type handle struct {
 	id      string
 	settled bool // guarded by receiver.smu
+	// slot: the entry counts against the reader's window (outstanding);
+	// cleared by whichever of settling, releasing or parking comes first.
+	slot atomic.Bool
 }
 
 // receiver is one subscription: one consumer of the group on one stream.
@@ -66,6 +71,12 @@ type receiver struct {
 	nextCleanup time.Time
 	claimNow    atomic.Bool // a Nack handed entries back: claim at once
 
+	// dues are the times, in order, at which entries this subscription
+	// handed back with a delay (NackAfter) become claimable; the reader
+	// claims at each of them. Guarded by dmu.
+	dmu  sync.Mutex
+	dues []time.Time
+
 	smu sync.Mutex
 
 	clientID      atomic.Int64 // CLIENT ID of rc's connection
@@ -98,6 +109,12 @@ func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeNa
 	}
 	opts := *d.c.Options()
 	opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns = 1, 0, 1, 1
+	if opts.ReadTimeout > 0 {
+		// The blocking read goes through DoRaw, which cannot extend the
+		// read deadline per command as go-redis's XReadGroup does (by
+		// Block plus 10s); this connection only makes that read.
+		opts.ReadTimeout = max(opts.ReadTimeout, d.cfg.Block+10*time.Second)
+	}
 	userHook := opts.OnConnect
 	opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 		if id, err := cn.ClientID(ctx).Result(); err == nil {
@@ -229,7 +246,7 @@ func (r *receiver) fetch(ctx context.Context, max int) ([]driver.Received, error
 	switch {
 	case r.recovering:
 		got, err = r.readOwn(ctx, max)
-	case r.claimCursor != scanDone || r.claimNow.Load() || !time.Now().Before(r.nextClaim):
+	case r.claimCursor != scanDone || r.claimNow.Load() || !time.Now().Before(r.nextClaim) || r.popDue(time.Now()):
 		got, err = r.claim(ctx, max)
 	default:
 		got, err = r.readNew(ctx, max)
@@ -254,24 +271,19 @@ func (r *receiver) fetch(ctx context.Context, max int) ([]driver.Received, error
 // readOwn reads this consumer's PEL (entries delivered to an earlier
 // subscription of the same name that were never settled).
 func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, error) {
-	res, err := r.c.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: r.group, Consumer: r.consumer, Streams: []string{r.key, r.ownCursor}, Count: int64(max), Block: -1,
-	}).Result()
-	if err == redis.Nil {
-		err = nil
-	}
+	raw, err := r.c.DoRaw(ctx, "xreadgroup", "group", r.group, r.consumer, "count", max, "streams", r.key, r.ownCursor).Result()
 	if err != nil {
 		return nil, err
 	}
-	var msgs []redis.XMessage
-	for _, s := range res {
-		msgs = append(msgs, s.Messages...)
+	msgs, err := parseStreams(raw)
+	if err != nil {
+		return nil, err
 	}
 	if len(msgs) == 0 {
 		r.recovering = false
 		return nil, nil
 	}
-	r.ownCursor = msgs[len(msgs)-1].ID
+	r.ownCursor = msgs[len(msgs)-1].id
 	return r.withAttempts(ctx, msgs)
 }
 
@@ -279,11 +291,14 @@ func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, err
 func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error) {
 	if r.claimCursor == scanDone {
 		r.claimNow.Store(false) // this pass sees every hand-back made so far
+		r.popDue(time.Now())    // and every delayed one that is due
 	}
-	msgs, next, err := r.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: r.key, Group: r.group, Consumer: r.consumer,
-		MinIdle: r.cfg.ClaimIdle, Start: r.claimCursor, Count: int64(max),
-	}).Result()
+	raw, err := r.c.DoRaw(ctx, "xautoclaim", r.key, r.group, r.consumer, r.cfg.ClaimIdle.Milliseconds(), r.claimCursor, "count", max).Result()
+	var next string
+	var msgs []streamEntry
+	if err == nil {
+		next, msgs, err = parseAutoClaim(raw)
+	}
 	if err != nil {
 		r.claimCursor = scanDone
 		r.nextClaim = time.Now().Add(r.cfg.ClaimEvery)
@@ -344,12 +359,12 @@ func (r *receiver) cleanupConsumers(ctx context.Context) {
 // withAttempts turns claimed or re-read entries into deliveries, with the
 // delivery counter of the PEL as Attempt. Entries deleted from the stream
 // while pending (trimmed) are acknowledged and skipped.
-func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]driver.Received, error) {
+func (r *receiver) withAttempts(ctx context.Context, msgs []streamEntry) ([]driver.Received, error) {
 	var gone []string
 	live := msgs[:0:0]
 	for _, m := range msgs {
-		if m.Values == nil {
-			gone = append(gone, m.ID)
+		if m.msg == nil {
+			gone = append(gone, m.id)
 			continue
 		}
 		live = append(live, m)
@@ -360,7 +375,7 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]d
 			p.XAck(ctx, r.key, r.group, gone...)
 		}
 		for i, m := range live {
-			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.key, Group: r.group, Start: m.ID, End: m.ID, Count: 1})
+			cmds[i] = p.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.key, Group: r.group, Start: m.id, End: m.id, Count: 1})
 		}
 		return nil
 	})
@@ -379,8 +394,9 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]d
 				attempt = int(p[0].RetryCount)
 			}
 		}
-		hs[i].id = m.ID
-		out[i] = driver.Received{Msg: Decode(m.ID, m.Values), Attempt: attempt, Handle: &hs[i]}
+		hs[i].id = m.id
+		hs[i].slot.Store(true)
+		out[i] = driver.Received{Msg: m.msg, Attempt: attempt, Handle: &hs[i]}
 	}
 	return out, nil
 }
@@ -389,6 +405,9 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []redis.XMessage) ([]d
 // entries. wake interrupts the wait.
 func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, error) {
 	block := min(r.cfg.Block, time.Until(r.nextClaim))
+	if due, ok := r.firstDue(); ok {
+		block = min(block, time.Until(due))
+	}
 	if block < time.Millisecond {
 		block = time.Millisecond
 	}
@@ -400,30 +419,26 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 	}
 	r.reading = true
 	r.wmu.Unlock()
-	res, err := r.rc.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: r.group, Consumer: r.consumer, Streams: []string{r.key, ">"}, Count: int64(max), Block: block,
-	}).Result()
+	raw, err := r.rc.DoRaw(ctx, "xreadgroup", "group", r.group, r.consumer, "count", max, "block", block.Milliseconds(), "streams", r.key, ">").Result()
 	r.wmu.Lock()
 	r.reading, r.wantWake = false, false
 	r.wmu.Unlock()
-	if err == redis.Nil {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, err
 	}
-	n := 0
-	for _, s := range res {
-		n += len(s.Messages)
+	msgs, err := parseStreams(raw)
+	if err != nil || len(msgs) == 0 {
+		return nil, err
 	}
-	out := make([]driver.Received, 0, n)
-	hs := make([]handle, n) // one allocation for the batch's handles
-	for _, s := range res {
-		for _, m := range s.Messages {
-			h := &hs[len(out)]
-			h.id = m.ID
-			out = append(out, driver.Received{Msg: Decode(m.ID, m.Values), Attempt: 1, Handle: h})
+	out := make([]driver.Received, len(msgs))
+	hs := make([]handle, len(msgs)) // one allocation for the batch's handles
+	for i, m := range msgs {
+		if m.msg == nil { // not sent for new entries; never deliver a nil message
+			m.msg = &relay.Message{ID: m.id}
 		}
+		hs[i].id = m.id
+		hs[i].slot.Store(true)
+		out[i] = driver.Received{Msg: m.msg, Attempt: 1, Handle: &hs[i]}
 	}
 	return out, nil
 }
@@ -476,42 +491,67 @@ func (r *receiver) unblock() {
 }
 
 // Settle sends the acks (one XACK) and hands the nacked entries back to
-// the group, in one round trip.
+// the group, in one round trip. A nack with a delay is handed back with an
+// idle time that makes it claimable once the delay has passed (see
+// handbackAfter); this subscription claims at that time.
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	var acks, nacks []string
+	var delayed map[int64][]string // by delay in ms
 	first := 0
 	for _, s := range batch {
 		h := s.Handle.(*handle)
-		if !h.settled {
-			h.settled = true
+		h.settled = true
+		if h.slot.CompareAndSwap(true, false) {
 			first++
 		}
-		if s.Ack {
+		switch {
+		case s.Ack:
 			acks = append(acks, h.id)
-		} else {
+		case s.Delay > 0:
+			if delayed == nil {
+				delayed = map[int64][]string{}
+			}
+			ms := delayMillis(s.Delay)
+			delayed[ms] = append(delayed[ms], h.id)
+		default:
 			nacks = append(nacks, h.id)
 		}
 	}
 	r.settled(first) // settled by the application: the window has room again
-	var ack, back redis.Cmder
-	if len(nacks) == 0 {
+	var ack redis.Cmder
+	cmds := make([]redis.Cmder, 0, 1+len(delayed))
+	if len(nacks) == 0 && len(delayed) == 0 {
 		ack = r.c.XAck(ctx, r.key, r.group, acks...)
 	} else {
 		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if len(acks) > 0 {
 				ack = p.XAck(ctx, r.key, r.group, acks...)
 			}
-			back = r.handback(ctx, p, nacks)
+			if len(nacks) > 0 {
+				cmds = append(cmds, r.handback(ctx, p, nacks))
+			}
+			for ms, ids := range delayed {
+				cmds = append(cmds, r.handbackAfter(ctx, p, ids, ms))
+			}
 			return nil
 		})
 	}
+	if len(delayed) > 0 {
+		now := time.Now()
+		for ms := range delayed {
+			// dueSlack covers the rounding of Redis's millisecond clock.
+			r.addDue(now.Add(time.Duration(ms)*time.Millisecond + dueSlack))
+		}
+	}
 	if len(nacks) > 0 {
 		r.claimNow.Store(true)
-		r.wake()
 	}
-	for _, c := range []redis.Cmder{ack, back} {
+	if len(nacks) > 0 || len(delayed) > 0 {
+		r.wake() // claim now, or recompute how long to block
+	}
+	for _, c := range append(cmds, ack) {
 		if c != nil && c.Err() != nil && !noGroup(c.Err()) {
 			return fmt.Errorf("redisstream: settling: %w", c.Err())
 		}
@@ -519,18 +559,87 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	return nil
 }
 
+// dueSlack is how long after a delayed entry should have become claimable
+// the subscription claims it.
+const dueSlack = 5 * time.Millisecond
+
+// delayMillis is d in whole milliseconds, rounded up, so that the delay
+// Redis applies is never shorter than d.
+func delayMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// maxDelay is the longest NackAfter delay handed to Redis: an entry whose
+// idle time is 0 becomes claimable after ClaimIdle, and Redis does not
+// accept a delivery time in the future (XCLAIM TIME is capped at now).
+func maxDelay(claimIdle time.Duration) time.Duration {
+	return claimIdle.Truncate(time.Millisecond)
+}
+
 // handback queues XCLAIM of ids to HandbackConsumer with the oldest
 // possible delivery time, so that the next XAUTOCLAIM of any consumer takes
 // them. JUSTID leaves the delivery counter as it is; the claim that
 // redelivers the entry increments it.
 func (r *receiver) handback(ctx context.Context, p redis.Pipeliner, ids []string) redis.Cmder {
+	return r.handbackIdle(ctx, p, ids, "time", 1)
+}
+
+// handbackAfter queues XCLAIM of ids to HandbackConsumer with an idle
+// time of ClaimIdle minus delayMs, so that XAUTOCLAIM (whose minimum idle
+// time is ClaimIdle) takes them only once delayMs has passed, measured by
+// the server's clock: the delay holds when this subscription or process
+// ends, and no consumer holds the entries meanwhile.
+func (r *receiver) handbackAfter(ctx context.Context, p redis.Pipeliner, ids []string, delayMs int64) redis.Cmder {
+	return r.handbackIdle(ctx, p, ids, "idle", max(0, r.cfg.ClaimIdle.Milliseconds()-delayMs))
+}
+
+func (r *receiver) handbackIdle(ctx context.Context, p redis.Pipeliner, ids []string, opt string, v int64) redis.Cmder {
 	args := make([]any, 0, 9+len(ids))
 	args = append(args, "xclaim", r.key, r.group, HandbackConsumer, 0)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	args = append(args, "time", 1, "justid")
+	args = append(args, opt, v, "justid")
 	return p.Do(ctx, args...)
+}
+
+// addDue records that this subscription should claim at t.
+func (r *receiver) addDue(t time.Time) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	i, _ := slices.BinarySearchFunc(r.dues, t, time.Time.Compare)
+	r.dues = slices.Insert(r.dues, i, t)
+}
+
+// firstDue returns the earliest recorded claim time.
+func (r *receiver) firstDue() (time.Time, bool) {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	if len(r.dues) == 0 {
+		return time.Time{}, false
+	}
+	return r.dues[0], true
+}
+
+// popDue drops the claim times up to now and reports whether there were any.
+func (r *receiver) popDue(now time.Time) bool {
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	n := 0
+	for n < len(r.dues) && !r.dues[n].After(now) {
+		n++
+	}
+	r.dues = r.dues[n:]
+	return n > 0
+}
+
+// Park implements driver.Parker: an entry whose NackAfter delay the shared
+// layer emulates (one longer than MaxDelay) stays leased to this consumer
+// but no longer counts against the reader's window.
+func (r *receiver) Park(h any) {
+	if h.(*handle).slot.CompareAndSwap(true, false) {
+		r.settled(1)
+	}
 }
 
 // Extend resets the idle time of the entries still held, so that other
@@ -564,13 +673,17 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	ids := make([]string, 0, len(handles))
+	freed := 0
 	for _, h := range handles {
 		if h := h.(*handle); !h.settled {
 			h.settled = true
 			ids = append(ids, h.id)
+			if h.slot.CompareAndSwap(true, false) {
+				freed++
+			}
 		}
 	}
-	r.settled(len(ids))
+	r.settled(freed)
 	if len(ids) == 0 {
 		return nil
 	}

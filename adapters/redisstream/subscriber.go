@@ -29,7 +29,9 @@ func newSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConf
 	if err := checkServer(ctx, client, version{6, 2}, "XAUTOCLAIM (taking over the pending entries of crashed consumers)"); err != nil {
 		return nil, err
 	}
-	d := &subDriver{c: client, cfg: cfg, own: own, caps: capabilities(DefaultMaxBytes)}
+	caps := capabilities(DefaultMaxBytes)
+	caps.MaxDelay = maxDelay(cfg.ClaimIdle) // longer NackAfter delays are emulated by the shared layer
+	d := &subDriver{c: client, cfg: cfg, own: own, caps: caps}
 	return driver.NewSubscriber(d, driver.Options{
 		InFlight:    cfg.InFlight,
 		ExtendEvery: cfg.ClaimIdle / 3,

@@ -300,6 +300,14 @@ type received struct {
 // relay delivery whose encoding is damaged is delivered with its raw body
 // as payload and the problem in metadata MetaDecodeError.
 func decode(r received) *relay.Message {
+	m := decodeMsg(r)
+	if m.Payload == nil {
+		m.Payload = []byte{} // rule 2: an empty payload reads as a non-nil empty slice
+	}
+	return m
+}
+
+func decodeMsg(r received) *relay.Message {
 	_, hasID := r.attrs[AttrID]
 	_, hasPacked := r.attrs[AttrPacked]
 	if !hasID && !hasPacked {

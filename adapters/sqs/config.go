@@ -162,10 +162,17 @@ type Config struct {
 	SendConcurrency int
 
 	// Group is the subscriber's group (group=): on sns:// each group has
-	// its own queue "<topic>-<group>" subscribed to the topic. Required by
+	// its own queue "<topic>-<group>" subscribed to the topic (shortened
+	// with ShortenName when longer than 80 characters). Required by
 	// sns:// subscribers; rejected by sqs://, where the queue itself is
 	// the group of competing consumers.
 	Group string
+	// Queue names the group's queue of an sns:// subscriber (queue=),
+	// used as it is instead of the name derived from topic and group. Such
+	// a subscriber serves one topic: subscribing it to a second one is an
+	// error. The name ends in .fifo exactly when the topic does. Ignored by
+	// sns:// publishers; rejected by sqs://.
+	Queue string
 }
 
 var accountRe = regexp.MustCompile(`^[0-9]{12}$`)
@@ -256,6 +263,9 @@ func (c Config) Validate(scheme string, subscriber bool) error {
 	case c.Group != "" && (!groupRe.MatchString(c.Group) || len(c.Group) > 60):
 		bad("Group", "%q must be 1-60 characters of A-Z a-z 0-9 - _ (it is part of the queue name)", c.Group)
 	}
+	if err := c.validateQueue(scheme); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -303,6 +313,7 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	c.MaxBytes = p.Int("max_bytes", DefaultMaxBytes, 1)
 	c.SendConcurrency = p.Int("send_concurrency", DefaultSendConcurrency, 1)
 	c.Group = p.String("group", "")
+	c.Queue = p.String("queue", "")
 	if err := p.Err(); err != nil {
 		return c, err
 	}

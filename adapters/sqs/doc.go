@@ -20,11 +20,13 @@
 //
 // On sns:// the topic is an SNS topic. A subscriber's group is an SQS
 // queue "<topic>-<group>" ("<topic-without-.fifo>-<group>.fifo" for FIFO
-// topics), created, allowed to receive from the topic by a statement
+// topics; shortened by [ShortenName] when longer than SQS's 80 characters,
+// or named by Config.Queue, queue=), created, allowed to receive from the topic by a statement
 // merged into its existing access policy (never replacing it), and
 // subscribed with raw message delivery. SNS drops messages published
 // before a group's subscription exists, so provision groups first
-// (relay.Provisioner, or an earlier Subscribe).
+// (relay.Provisioner, or an earlier Subscribe). A relay topic longer than
+// SNS's 256 characters maps to the SNS topic [ShortenName] gives.
 //
 // # Encoding
 //

@@ -40,7 +40,7 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	qname := topic
 	if d.scheme == SchemeSNS {
 		var err error
-		if qname, err = groupQueueName(topic, d.cfg.Group); err != nil {
+		if qname, err = d.queueName(topic); err != nil {
 			return 0, err
 		}
 	}

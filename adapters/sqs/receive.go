@@ -43,6 +43,8 @@ type subDriver struct {
 
 	mu     sync.Mutex
 	active map[*receiver]struct{}
+
+	queueTopic queueBinding // the one topic of Config.Queue
 }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
@@ -82,14 +84,20 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 // queueFor returns the URL of the queue this subscriber reads topic from.
 func (d *subDriver) queueFor(ctx context.Context, topic string) (string, error) {
 	if d.scheme == SchemeSNS {
-		return d.topo.groupQueue(ctx, topic, d.cfg.Group)
+		qname, err := d.queueName(topic)
+		if err != nil {
+			return "", err
+		}
+		return d.topo.groupQueue(ctx, topic, qname)
 	}
 	return d.topo.queueURL(ctx, topic)
 }
 
 func (d *subDriver) forget(topic string) {
 	if d.scheme == SchemeSNS {
-		d.topo.forgetGroup(topic, d.cfg.Group)
+		if qname, err := d.queueName(topic); err == nil {
+			d.topo.forgetGroup(topic, qname)
+		}
 	} else {
 		d.topo.forgetQueue(topic)
 	}
@@ -107,7 +115,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	}
 	qname := topic
 	if d.scheme == SchemeSNS {
-		qname, _ = groupQueueName(topic, d.cfg.Group)
+		qname, _ = d.queueName(topic) // checked by queueFor
 	}
 	pollers := d.cfg.Pollers
 	if pollers == 0 {

@@ -22,7 +22,7 @@ import (
 
 var (
 	queueNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
-	topicNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+	topicNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
 func isFIFO(name string) bool { return strings.HasSuffix(name, ".fifo") }
@@ -37,27 +37,15 @@ func validateName(scheme, name string, fifoOnly bool) error {
 			return fmt.Errorf("%w: %q: an SQS queue name is 1-80 characters of A-Z a-z 0-9 - _, ending in .fifo for a FIFO queue", relay.ErrInvalidTopic, name)
 		}
 	case SchemeSNS:
-		if !topicNameRe.MatchString(base) || len(name) > 256 {
-			return fmt.Errorf("%w: %q: an SNS topic name is 1-256 characters of A-Z a-z 0-9 - _, ending in .fifo for a FIFO topic", relay.ErrInvalidTopic, name)
+		// Longer names are shortened (snsTopicName); the charset stays.
+		if !topicNameRe.MatchString(base) {
+			return fmt.Errorf("%w: %q: an SNS topic name is made of A-Z a-z 0-9 - _, ending in .fifo for a FIFO topic", relay.ErrInvalidTopic, name)
 		}
 	}
 	if fifoOnly && !isFIFO(name) {
 		return fmt.Errorf("%w: %q: fifo=true needs FIFO topics, whose names end in .fifo", relay.ErrInvalidTopic, name)
 	}
 	return nil
-}
-
-// groupQueueName is the queue of group on SNS topic topic:
-// "<topic>-<group>", keeping ".fifo" last for FIFO topics.
-func groupQueueName(topic, group string) (string, error) {
-	name := topic + "-" + group
-	if isFIFO(topic) {
-		name = strings.TrimSuffix(topic, ".fifo") + "-" + group + ".fifo"
-	}
-	if len(name) > 80 {
-		return "", fmt.Errorf("%w: the queue of group %q on topic %q would be %q, longer than SQS's 80 characters; use shorter topic or group names", relay.ErrInvalidTopic, group, topic, name)
-	}
-	return name, nil
 }
 
 // cache remembers values that take a broker call to find (queue URLs,
@@ -188,9 +176,9 @@ func (t *topology) dlqName(name string) string {
 		return t.cfg.DLQ
 	}
 	if isFIFO(name) {
-		return strings.TrimSuffix(name, ".fifo") + "-dlq.fifo"
+		return ShortenName(strings.TrimSuffix(name, ".fifo")+"-dlq.fifo", MaxQueueName)
 	}
-	return name + "-dlq"
+	return ShortenName(name+"-dlq", MaxQueueName)
 }
 
 // redrivePolicy creates the dead-letter queue of name and returns the
@@ -270,11 +258,12 @@ func (t *topology) queueArn(ctx context.Context, url string) (string, error) {
 	})
 }
 
-// topicArn returns the ARN of SNS topic name, creating it unless
-// NoCreateTopics (then it is built from Account, or looked up with
-// ListTopics).
-func (t *topology) topicArn(ctx context.Context, name string) (string, error) {
-	return t.topics.get(ctx, name, func(ctx context.Context) (string, error) {
+// topicArn returns the ARN of the SNS topic of relay topic topic (see
+// snsTopicName), creating it unless NoCreateTopics (then it is built from
+// Account, or looked up with ListTopics).
+func (t *topology) topicArn(ctx context.Context, topic string) (string, error) {
+	return t.topics.get(ctx, topic, func(ctx context.Context) (string, error) {
+		name := snsTopicName(topic)
 		if !t.cfg.NoCreateTopics {
 			in := &sns.CreateTopicInput{Name: aws.String(name)}
 			if isFIFO(name) {
@@ -309,16 +298,12 @@ func (t *topology) topicArn(ctx context.Context, name string) (string, error) {
 // forgetTopic makes the next use of topic name look it up again.
 func (t *topology) forgetTopic(name string) { t.topics.forget(name) }
 
-// groupQueue provisions the queue of group on SNS topic topic: the topic,
-// the queue, the queue policy statement that lets the topic send to it,
-// and the subscription (raw delivery unless NoRawDelivery). It returns
-// the queue's URL. Every step is idempotent.
-func (t *topology) groupQueue(ctx context.Context, topic, group string) (string, error) {
+// groupQueue provisions qname, the queue of this subscriber's group on SNS
+// topic topic: the topic, the queue, the queue policy statement that lets
+// the topic send to it, and the subscription (raw delivery unless
+// NoRawDelivery). It returns the queue's URL. Every step is idempotent.
+func (t *topology) groupQueue(ctx context.Context, topic, qname string) (string, error) {
 	return t.groups.get(ctx, topic, func(ctx context.Context) (string, error) {
-		qname, err := groupQueueName(topic, group)
-		if err != nil {
-			return "", err
-		}
 		topicArn, err := t.topicArn(ctx, topic)
 		if err != nil {
 			return "", err
@@ -360,13 +345,11 @@ func (t *topology) groupQueue(ctx context.Context, topic, group string) (string,
 	})
 }
 
-// forgetGroup makes the next use of topic re-provision the group queue.
-func (t *topology) forgetGroup(topic, group string) {
+// forgetGroup makes the next use of topic re-provision its group queue qname.
+func (t *topology) forgetGroup(topic, qname string) {
 	t.groups.forget(topic)
 	t.topics.forget(topic)
-	if q, err := groupQueueName(topic, group); err == nil {
-		t.queues.forget(q)
-	}
+	t.queues.forget(qname)
 }
 
 // allowTopic merges a statement letting topicArn send into the queue's policy.

@@ -53,6 +53,17 @@ type Receiver interface {
 	Close(ctx context.Context) error
 }
 
+// Parker is optionally implemented by a Receiver that bounds what it
+// reads ahead by the messages it has delivered and not yet seen settled.
+// Park is called when the shared layer starts holding handle for an
+// emulated NackAfter delay, so that the receiver stops counting it: a
+// message waiting out a delay holds no window slot. The handle is settled
+// (a Nack) or released later as usual. Park runs under the subscription's
+// lock, on the goroutine that settles: it must not block.
+type Parker interface {
+	Park(handle any)
+}
+
 // Extender is optionally implemented by a Receiver whose broker leases
 // messages for a limited time (SQS visibility, Redis idle time). Extend is
 // called every Options.ExtendEvery with the handles of every message held
@@ -507,6 +518,9 @@ func (s *subscription) Settle(id uint64, st relay.Settlement) error {
 		// parked message does not count against the window.
 		s.free++
 		signal(s.slotFreed)
+		if p, ok := s.r.(Parker); ok {
+			p.Park(h)
+		}
 		dn := &delayedNack{handle: h}
 		s.delayed[id] = dn
 		dn.timer = time.AfterFunc(delay, func() {
