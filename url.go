@@ -17,6 +17,21 @@ type Opener interface {
 	OpenSubscriber(ctx context.Context, u *url.URL) (Subscriber, error)
 }
 
+// URLChecker is implemented by Openers that can check a URL without
+// connecting. Both methods read every query parameter of both sides with
+// the parser the opener's OpenPublisher and OpenSubscriber use, touch no
+// network, and report each problem as a *URLError (joined when there are
+// several) naming its parameter where there is one.
+type URLChecker interface {
+	// CheckURL reports every problem OpenPublisher would report for u
+	// before connecting.
+	CheckURL(u *url.URL) error
+	// CheckSubscriberURL reports every problem OpenSubscriber would report
+	// for u before connecting: CheckURL's and what only a subscriber needs,
+	// such as a group where the scheme requires one.
+	CheckSubscriberURL(u *url.URL) error
+}
+
 var registry struct {
 	sync.RWMutex
 	openers map[string]Opener
@@ -69,6 +84,36 @@ func opener(raw string) (Opener, *url.URL, error) {
 			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
 	}
 	return o, u, nil
+}
+
+// CheckURL reports, without connecting, whether raw can open a publisher:
+// a URL that does not parse or has no scheme is a *URLError, a scheme no
+// imported adapter registered is ErrUnknownScheme, and the adapter checks
+// every query parameter (of both sides, see URLChecker) when it implements
+// URLChecker; all adapters of this module do. For other adapters only the
+// scheme is checked.
+func CheckURL(raw string) error {
+	o, u, err := opener(raw)
+	if err != nil {
+		return err
+	}
+	if c, ok := o.(URLChecker); ok {
+		return c.CheckURL(u)
+	}
+	return nil
+}
+
+// CheckSubscriberURL is CheckURL for a subscriber: it also reports what
+// only a subscriber needs, such as a missing group=.
+func CheckSubscriberURL(raw string) error {
+	o, u, err := opener(raw)
+	if err != nil {
+		return err
+	}
+	if c, ok := o.(URLChecker); ok {
+		return c.CheckSubscriberURL(u)
+	}
+	return nil
 }
 
 // OpenPublisher opens a Publisher for url with the adapter registered for
