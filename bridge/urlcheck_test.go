@@ -1,0 +1,80 @@
+package bridge_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-relay/relay/bridge"
+)
+
+// Every endpoint URL is checked by its adapter without connecting: a
+// mistyped parameter or a bad value is a problem naming the field, the
+// route and the parameter; passwords stay out of the messages.
+func TestValidateChecksEndpointParameters(t *testing.T) {
+	src := `routes:
+  - name: orders
+    from: {url: 'redis://u:hunter2@127.0.0.1:1/0?group=g&confrim=true', topic: t}
+    to: {url: 'amqp://u:hunter2@127.0.0.1:1/?prefetch=5'}
+    poison: {url: 'mem://p?max_bytes=x', topic: t.poison}
+  - name: audit
+    from: {url: 'sqs://?region=us-east-1', topic: a, group: g}
+    to: {url: 'kafka://127.0.0.1:1?acks=some'}
+  - name: billing
+    from: {url: 'sns://?region=us-east-1', topic: b}
+    to: {url: 'mem://b?group=ignored&inflight=4&max_bytes=1024'}
+  - name: ledger
+    from: {url: 'sns://?region=us-east-1', topic: l, group: a.b}
+    to: {url: 'mem://l'}
+`
+	_, err := bridge.Parse([]byte(src), "b.yaml", env(nil))
+	var ce *bridge.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *ConfigError", err)
+	}
+	want := []string{
+		`b.yaml:3:17: routes[0].from.url: route "orders": parameter "confrim": unknown parameter`,
+		`b.yaml:4:15: routes[0].to.url: route "orders": parameter "prefetch": unknown parameter`,
+		`b.yaml:5:19: routes[0].poison.url: route "orders": parameter "max_bytes": "x" is not an integer`,
+		// The bridge's own message for a group on sqs://, not the adapter's as well.
+		`b.yaml:7:61: routes[1].from.group: not used with sqs:// (the queue is the unit of competing consumers); use sns:// to give each group its own queue`,
+		`b.yaml:8:15: routes[1].to.url: route "audit": parameter "acks": "some" is not one of all, leader, none`,
+		`b.yaml:10:11: routes[2].from.group: required (or group= in the URL): bridges in one group share the work`,
+		// The adapter's group rule, reported at the group field.
+		`b.yaml:13:61: routes[3].from.group: route "ledger": parameter "group": "a.b" must be 1-60 characters of A-Z a-z 0-9 - _ (it is part of the queue name)`,
+	}
+	var got []string
+	for _, p := range ce.Problems {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a password leaks: %v", err)
+	}
+	// New refuses the config too, so the daemon never starts retrying it.
+	var cfg bridge.Config
+	cfg.Routes = []bridge.Route{{Name: "r", From: bridge.Source{URL: "mem://a?group=g&confrim=true", Topic: "t"},
+		To: bridge.Destination{URL: "mem://b"}}}
+	if _, err := bridge.New(cfg, bridge.Options{}); !errors.As(err, &ce) || !strings.Contains(err.Error(), `"confrim"`) {
+		t.Errorf("New = %v, want a *ConfigError naming confrim", err)
+	}
+}
+
+// The poison URL defaults to the source URL without group=, also when it
+// has other parameters: every scheme of this module takes both sides'.
+func TestPoisonURLDefaultKeepsParameters(t *testing.T) {
+	c, err := bridge.Parse([]byte(`routes:
+  - name: r
+    from: {url: 'mem://a?group=g&inflight=8', topic: t}
+    to: {url: 'mem://b'}
+    poison: {topic: t.poison}
+`), "b.yaml", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.WithDefaults().Routes[0].Poison.URL; got != "mem://a?inflight=8" {
+		t.Errorf("poison URL = %q, want mem://a?inflight=8", got)
+	}
+}
