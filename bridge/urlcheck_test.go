@@ -1,12 +1,96 @@
 package bridge_test
 
 import (
+	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
 )
+
+// failingOpener is an adapter without relay.URLChecker whose opens fail
+// with err; it counts the attempts.
+type failingOpener struct {
+	err   error
+	opens *atomic.Int32
+}
+
+func (o failingOpener) OpenPublisher(context.Context, *url.URL) (relay.Publisher, error) {
+	o.opens.Add(1)
+	return nil, o.err
+}
+
+func (o failingOpener) OpenSubscriber(context.Context, *url.URL) (relay.Subscriber, error) {
+	o.opens.Add(1)
+	return nil, o.err
+}
+
+var (
+	badURLOpens, downOpens atomic.Int32
+)
+
+func init() {
+	relay.Register("urlfront-bad", failingOpener{&relay.URLError{URL: "urlfront-bad://x", Param: "nosuch", Reason: "unknown parameter"}, &badURLOpens})
+	relay.Register("urlfront-down", failingOpener{errors.New("connection refused"), &downOpens})
+}
+
+func routeTo(dst string) bridge.Config {
+	return bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{
+		{Name: "r", From: bridge.Source{URL: "mem://runcheck", Topic: "t", Group: "g"}, To: bridge.Destination{URL: dst}},
+		{Name: "other", From: bridge.Source{URL: "mem://runcheck", Topic: "u", Group: "g"}, To: bridge.Destination{URL: "mem://runcheck-out"}},
+	}}
+}
+
+// An endpoint whose adapter refuses its URL only when opened (no
+// URLChecker) stops the bridge at once with a *ConfigError instead of
+// being retried for ever; an unreachable one is retried.
+func TestRunRefusesEndpointWithBadURL(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := bridge.New(routeTo("urlfront-bad://x?nosuch=1"), bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = b.Run(ctx)
+	var ce *bridge.ConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, relay.ErrBadURL) || ctx.Err() != nil {
+		t.Fatalf("Run = %v (ctx %v), want a *ConfigError matching relay.ErrBadURL before ctx ends", err, ctx.Err())
+	}
+	if !strings.Contains(err.Error(), `route "r"`) || !strings.Contains(err.Error(), `"nosuch"`) {
+		t.Errorf("Run = %v, want it to name the route and the parameter", err)
+	}
+	if n := badURLOpens.Load(); n != 1 {
+		t.Errorf("bad URL opened %d times, want 1 (no retry)", n)
+	}
+
+	b, err = bridge.New(routeTo("urlfront-down://x"), bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	for downOpens.Load() < 2 {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("Run returned %v while the destination was only unreachable", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; errors.Is(err, relay.ErrBadURL) {
+		t.Errorf("Run after cancel = %v", err)
+	}
+}
 
 // Every endpoint URL is checked by its adapter without connecting: a
 // mistyped parameter or a bad value is a problem naming the field, the
