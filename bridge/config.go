@@ -417,20 +417,21 @@ func (r Route) validate(p *problems, path string) {
 	}
 }
 
-// checkURL reports a missing, unparseable or unregistered URL. Values are
-// redacted in messages.
+// checkURL reports a missing, unparseable (relay.ParseURL says why) or
+// unregistered URL. Values are redacted in messages.
 func checkURL(p *problems, path, raw string) {
 	if raw == "" {
 		p.add(path, "required")
 		return
 	}
-	u, err := url.Parse(raw)
+	u, err := relay.ParseURL(raw)
 	if err != nil {
-		p.add(path, "%s: cannot parse URL", relay.Redact(raw))
-		return
-	}
-	if u.Scheme == "" {
-		p.add(path, "%s: no scheme (want e.g. amqp://, kafka://, redis://, sqs://, sns://, mem://)", relay.Redact(raw))
+		var ue *relay.URLError
+		if errors.As(err, &ue) {
+			p.add(path, "%s: %s", ue.URL, ue.Reason)
+		} else {
+			p.add(path, "%s: cannot parse URL", relay.Redact(raw))
+		}
 		return
 	}
 	if !slices.Contains(relay.Schemes(), strings.ToLower(u.Scheme)) {

@@ -162,3 +162,21 @@ func TestPoisonURLDefaultKeepsParameters(t *testing.T) {
 		t.Errorf("poison URL = %q, want mem://a?inflight=8", got)
 	}
 }
+
+// An unparseable URL is reported with relay's reason, never its password.
+func TestValidateSaysWhyURLDoesNotParse(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://u:Hunter#2@h:6379/0": `routes[0].to.url: redis://u:xxxxx@h:6379/0: the user info (user:password@) holds reserved characters: passwords and user names must be percent-encoded; write "#" as %23`,
+		"localhost:6379":              `routes[0].to.url: localhost:6379: no scheme: this looks like host:port`,
+		"redis://h:70000/0":           `routes[0].to.url: redis://h:70000/0: port 70000 is out of range: want 1 to 65535`,
+	} {
+		err := bridge.Config{Routes: []bridge.Route{{Name: "r", From: bridge.Source{URL: "mem://a", Topic: "t", Group: "g"},
+			To: bridge.Destination{URL: raw}}}}.Validate()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v\nwant %s", raw, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "Hunter") {
+			t.Errorf("password leaked: %v", err)
+		}
+	}
+}

@@ -256,10 +256,10 @@ func (c *Config) validate(r role) error {
 	bad := func(param, format string, args ...any) {
 		errs = append(errs, &relay.URLError{URL: relay.Redact(c.URL), Param: param, Reason: fmt.Sprintf(format, args...)})
 	}
-	u, err := url.Parse(c.URL)
+	u, err := relay.ParseURL(c.URL)
 	switch {
 	case err != nil:
-		errs = append(errs, &relay.URLError{URL: relay.Redact(c.URL), Reason: "cannot parse"})
+		errs = append(errs, err) // a *relay.URLError saying why
 	case u.Scheme != "amqp" && u.Scheme != "amqps":
 		errs = append(errs, &relay.URLError{URL: relay.Redact(c.URL), Reason: "scheme must be amqp or amqps"})
 	case u.RawQuery != "":
