@@ -336,8 +336,12 @@ func (r Route) validate(p *problems, path string) {
 	// The source as the route opens it (group= and inflight= added), with
 	// the adapter's own parser: parameters, values and its group rules.
 	// Group problems go to from.group unless the URL's group= is at fault,
-	// and are left out when the bridge reported one there already.
+	// and are left out when the bridge reported one there already; an
+	// inflight= the bridge added goes to from.inflight.
 	checkAdapterURL(p, src+".url", r.Name, r.From.URL, sourceURL(r.From), func(param string) string {
+		if param == "inflight" && r.From.InFlight > 0 && !strings.Contains(r.From.URL, "inflight=") {
+			return src + ".inflight"
+		}
 		if param != "group" {
 			return src + ".url"
 		}

@@ -110,6 +110,9 @@ func TestValidateChecksEndpointParameters(t *testing.T) {
   - name: ledger
     from: {url: 'sns://?region=us-east-1', topic: l, group: a.b}
     to: {url: 'mem://l'}
+  - name: jobs
+    from: {url: 'amqp://127.0.0.1:1/', topic: j, group: g, inflight: 70000}
+    to: {url: 'mem://j'}
 `
 	_, err := bridge.Parse([]byte(src), "b.yaml", env(nil))
 	var ce *bridge.ConfigError
@@ -126,6 +129,8 @@ func TestValidateChecksEndpointParameters(t *testing.T) {
 		`b.yaml:10:11: routes[2].from.group: required (or group= in the URL): bridges in one group share the work`,
 		// The adapter's group rule, reported at the group field.
 		`b.yaml:13:61: routes[3].from.group: route "ledger": parameter "group": "a.b" must be 1-60 characters of A-Z a-z 0-9 - _ (it is part of the queue name)`,
+		// The bridge's from.inflight, checked by the adapter.
+		`b.yaml:16:70: routes[4].from.inflight: route "jobs": parameter "inflight": at most 65535 (AMQP prefetch count)`,
 	}
 	var got []string
 	for _, p := range ce.Problems {
