@@ -23,10 +23,11 @@ const (
 // secretParamNames are the query parameters the adapters treat as secrets.
 var secretParamNames = []string{"password", "sasl_password", "secret_key", "session_token", "token", "secret"}
 
-// FuzzOpenURL opens publishers and subscribers for every registered scheme
-// with a fuzzed path and query, a password in the user info and a secret
-// query parameter. Opening must return a value or an error, never panic,
-// and no error text may contain either secret. The host is a closed local
+// FuzzOpenURL checks (relay.CheckURL, relay.CheckSubscriberURL) and opens
+// publishers and subscribers for every registered scheme with a fuzzed
+// path and query, a password in the user info and a secret query
+// parameter. Opening must return a value or an error, never panic, and no
+// error text may contain either secret. The host is a closed local
 // port so that a URL that parses cleanly fails fast at connecting.
 func FuzzOpenURL(f *testing.F) {
 	f.Add(uint8(0), "/", "group=g", uint8(0), true)
@@ -35,6 +36,8 @@ func FuzzOpenURL(f *testing.F) {
 	f.Add(uint8(3), "/0", "group=&inflight=-1&inflight=2", uint8(2), true)
 	f.Add(uint8(4), "", "region=us-east-1&endpoint=http://127.0.0.1:1&group=g", uint8(2), false)
 	f.Add(uint8(5), "/%zz", "%zz=%", uint8(3), true)
+	f.Add(uint8(3), "#x@h:1/", "group=g", uint8(0), true)
+	f.Add(uint8(2), "/x@h", "@&group=g", uint8(1), false)
 	schemes := relay.Schemes()
 	f.Fuzz(func(t *testing.T, scheme uint8, path, query string, secretParam uint8, subscriber bool) {
 		if strings.Contains(path+query, "sEcReT") {
@@ -48,6 +51,15 @@ func FuzzOpenURL(f *testing.F) {
 		}
 		q += param + "=" + fuzzSecret
 		raw := s + "://user:" + fuzzPassword + "@127.0.0.1:1" + path + "?" + q
+		check := relay.CheckURL
+		if subscriber {
+			check = relay.CheckSubscriberURL
+		}
+		if err := check(raw); err != nil {
+			if msg := err.Error(); strings.Contains(msg, fuzzPassword) || strings.Contains(msg, fuzzSecret) {
+				t.Fatalf("check error leaks a secret:\nURL   %s\nerror %s", raw, msg)
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		var (

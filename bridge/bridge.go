@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,11 @@ func (b *Bridge) Config() Config { return b.cfg }
 // Run blocks. It returns nil after a clean drain, an error wrapping
 // router.ErrCloseTimeout when messages were still in flight at the
 // timeout (they are redelivered later, not lost), and ErrRunning when
-// called twice.
+// called twice. An endpoint whose adapter refuses its URL when opening
+// (relay.ErrBadURL, relay.ErrUnknownScheme; Validate reports these
+// earlier for adapters implementing relay.URLChecker) is not retried: the
+// other routes drain and Run returns a *ConfigError naming the route,
+// which also matches those errors.
 func (b *Bridge) Run(ctx context.Context) error {
 	if !b.started.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -106,13 +111,24 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}
 	b.log.Info("bridge starting", "routes", len(b.routes))
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.routes))
 	for i, r := range b.routes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := r.run(ctx); err != nil {
+			err := r.run(ctx)
+			switch {
+			case err == nil:
+			case badEndpoint(err) && ctx.Err() == nil:
+				// An endpoint the adapter refuses: the bridge does not
+				// start; the other routes drain.
+				errs[i] = &ConfigError{Problems: []Problem{{Path: "routes[" + strconv.Itoa(i) + "]",
+					Msg: fmt.Sprintf("route %q: %v", r.cfg.Name, err), err: err}}}
+				stop()
+			default:
 				errs[i] = fmt.Errorf("route %s: %w", r.cfg.Name, err)
 			}
 		}()

@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"regexp"
@@ -159,8 +161,9 @@ type Retry struct {
 type Poison struct {
 	// URL of the broker that keeps the poison topic ("url"). Default: the
 	// source URL without its group= parameter, so that poisoned messages
-	// stay on the broker they came from; required when the source URL has
-	// other parameters.
+	// stay on the broker they came from. Required when the source URL has
+	// other parameters and a scheme of another module (this module's
+	// schemes accept both sides' parameters on either side).
 	URL string
 	// Topic is the poison topic ("topic"). Required.
 	Topic string
@@ -260,8 +263,10 @@ func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 // Validate reports every problem of c at once as a *ConfigError (nil when
 // c is valid). Problems name the field path and, for a parsed config, the
-// file position. URL schemes must be registered (the adapter imported).
-// It does not connect to anything; see Check.
+// file position. URL schemes must be registered (the adapter imported),
+// and every endpoint URL is checked by its adapter (relay.CheckURL; for
+// sources relay.CheckSubscriberURL, with the group): unknown parameters,
+// malformed values. It does not connect to anything; see Check.
 func (c Config) Validate() error {
 	p := newProblems(c.file, c.pos)
 	c.validate(p)
@@ -328,8 +333,29 @@ func (r Route) validate(p *problems, path string) {
 			p.add(src+".group", "%q differs from group=%q in the URL", r.From.Group, urlGroup)
 		}
 	}
+	// The source as the route opens it (group= and inflight= added), with
+	// the adapter's own parser: parameters, values and its group rules.
+	// Group problems go to from.group unless the URL's group= is at fault,
+	// and are left out when the bridge reported one there already; an
+	// inflight= the bridge added goes to from.inflight.
+	checkAdapterURL(p, src+".url", r.Name, r.From.URL, sourceURL(r.From), func(param string) string {
+		if param == "inflight" && r.From.InFlight > 0 && !strings.Contains(r.From.URL, "inflight=") {
+			return src + ".inflight"
+		}
+		if param != "group" {
+			return src + ".url"
+		}
+		if p.bad[src+".group"] {
+			return ""
+		}
+		if r.From.Group != "" || !strings.Contains(r.From.URL, "group=") {
+			return src + ".group"
+		}
+		return src + ".url"
+	})
 	dst := path + ".to"
 	checkURL(p, dst+".url", r.To.URL)
+	checkAdapterURL(p, dst+".url", r.Name, r.To.URL, "", nil)
 	toTopic := r.To.Topic
 	if toTopic == "" {
 		toTopic = r.From.Topic
@@ -372,8 +398,9 @@ func (r Route) validate(p *problems, path string) {
 		}
 		if ps.URL != "" {
 			checkURL(p, path+".poison.url", ps.URL)
+			checkAdapterURL(p, path+".poison.url", r.Name, ps.URL, "", nil)
 		} else if _, ok := sourceAsPublisherURL(r.From.URL); !ok && r.From.URL != "" {
-			p.add(path+".poison.url", "required: from.url has parameters other than group=, which a publisher may not accept")
+			p.add(path+".poison.url", "required: from.url has parameters other than group=, which a publisher of its scheme may not accept")
 		}
 		if ps.AfterDeliveries < 0 {
 			p.add(path+".poison.after_deliveries", "%d: must not be negative", ps.AfterDeliveries)
@@ -394,20 +421,21 @@ func (r Route) validate(p *problems, path string) {
 	}
 }
 
-// checkURL reports a missing, unparseable or unregistered URL. Values are
-// redacted in messages.
+// checkURL reports a missing, unparseable (relay.ParseURL says why) or
+// unregistered URL. Values are redacted in messages.
 func checkURL(p *problems, path, raw string) {
 	if raw == "" {
 		p.add(path, "required")
 		return
 	}
-	u, err := url.Parse(raw)
+	u, err := relay.ParseURL(raw)
 	if err != nil {
-		p.add(path, "%s: cannot parse URL", relay.Redact(raw))
-		return
-	}
-	if u.Scheme == "" {
-		p.add(path, "%s: no scheme (want e.g. amqp://, kafka://, redis://, sqs://, sns://, mem://)", relay.Redact(raw))
+		var ue *relay.URLError
+		if errors.As(err, &ue) {
+			p.add(path, "%s: %s", ue.URL, ue.Reason)
+		} else {
+			p.add(path, "%s: cannot parse URL", relay.Redact(raw))
+		}
 		return
 	}
 	if !slices.Contains(relay.Schemes(), strings.ToLower(u.Scheme)) {
@@ -415,8 +443,59 @@ func checkURL(p *problems, path, raw string) {
 	}
 }
 
+// checkAdapterURL reports the problems the adapter of raw finds in it
+// without connecting (relay.CheckURL; relay.CheckSubscriberURL when
+// subURL, the URL the route subscribes with, is given). Each problem names
+// the route and the parameter; where maps a parameter to the field path to
+// report it at ("" drops it), nil meaning path. Missing, unparseable and
+// unknown-scheme URLs are left to checkURL.
+func checkAdapterURL(p *problems, path, route, raw, subURL string, where func(param string) string) {
+	if raw == "" || p.bad[path] {
+		return
+	}
+	var err error
+	if subURL != "" {
+		err = relay.CheckSubscriberURL(subURL)
+	} else {
+		err = relay.CheckURL(raw)
+	}
+	for _, e := range flatten(err) {
+		at, msg := path, e.Error()
+		var ue *relay.URLError
+		if errors.As(e, &ue) {
+			msg = ue.Reason
+			if ue.Param != "" {
+				msg = fmt.Sprintf("parameter %q: %s", ue.Param, ue.Reason)
+				if where != nil {
+					at = where(ue.Param)
+				}
+			}
+		}
+		if at == "" {
+			continue
+		}
+		p.at(p.lookup(at), at, "route %q: %s", route, msg)
+	}
+}
+
+// flatten lists the errors joined in err (none for nil).
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
 // sourceAsPublisherURL returns the source URL without group=; ok is false
-// when other query parameters remain (they may be subscriber options).
+// when other query parameters remain and the scheme is not one of this
+// module's, which all accept both sides' parameters on either side.
 func sourceAsPublisherURL(raw string) (string, bool) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -424,12 +503,15 @@ func sourceAsPublisherURL(raw string) (string, bool) {
 	}
 	q := u.Query()
 	q.Del("group")
-	if len(q) > 0 {
+	if len(q) > 0 && !builtinScheme(raw) {
 		return raw, false
 	}
-	u.RawQuery = ""
-	u.ForceQuery = false
-	return u.String(), true
+	if len(q) == 0 {
+		u.RawQuery = ""
+		u.ForceQuery = false
+		return u.String(), true
+	}
+	return withQuery(raw, func(v url.Values) { v.Del("group") }), true
 }
 
 // builtinScheme reports whether raw uses a scheme of this module's

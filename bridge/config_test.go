@@ -96,7 +96,7 @@ routes:
 		`b.yaml:16:11: routes[1].from.group: required (or group= in the URL): bridges in one group share the work`,
 		`b.yaml:18:27: routes[1].retry.max_interval: 1s is less than initial_interval 2s`,
 		`b.yaml:19:13: routes[1].poison.topic: required`,
-		`b.yaml:19:13: routes[1].poison.url: required: from.url has parameters other than group=, which a publisher may not accept`,
+		`b.yaml:19:13: routes[1].poison.url: required: from.url has parameters other than group=, which a publisher of its scheme may not accept`,
 	}
 	got := make([]string, len(ce.Problems))
 	for i, p := range ce.Problems {

@@ -20,6 +20,8 @@ type Problem struct {
 	// as a whole).
 	Path string
 	Msg  string
+
+	err error // the error behind Msg, when there is one (see ConfigError.Unwrap)
 }
 
 // String formats the problem as "FILE:LINE:COL: PATH: MSG", leaving out
@@ -62,6 +64,19 @@ func (e *ConfigError) Error() string {
 		return "invalid bridge config: " + lines[0]
 	}
 	return fmt.Sprintf("invalid bridge config (%d problems):\n  %s", len(lines), strings.Join(lines, "\n  "))
+}
+
+// Unwrap exposes the errors behind problems that have one (an endpoint
+// that refused its URL when Run opened it), so that errors.Is(err,
+// relay.ErrBadURL) holds for them.
+func (e *ConfigError) Unwrap() []error {
+	var errs []error
+	for _, p := range e.Problems {
+		if p.err != nil {
+			errs = append(errs, p.err)
+		}
+	}
+	return errs
 }
 
 // problems collects Problems while a config is decoded and validated.

@@ -111,6 +111,14 @@ func (r *route) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return err
 		}
+		if !connected && badEndpoint(err) {
+			// Retrying cannot fix a URL the adapter refuses (Validate
+			// catches these first for adapters that implement
+			// relay.URLChecker).
+			r.setErr(err)
+			r.log.Error("route cannot start: an endpoint URL is invalid", "err", err)
+			return err
+		}
 		if connected {
 			bo.Reset()
 		}
@@ -120,6 +128,12 @@ func (r *route) run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// badEndpoint reports whether err, from opening an endpoint, says the URL
+// or its options are invalid (rather than the broker unreachable).
+func badEndpoint(err error) bool {
+	return errors.Is(err, relay.ErrBadURL) || errors.Is(err, relay.ErrUnknownScheme)
 }
 
 func (r *route) setErr(err error) {

@@ -48,8 +48,20 @@ func init() {
 
 type opener struct{}
 
+// CheckURL implements relay.URLChecker.
+func (opener) CheckURL(u *url.URL) error {
+	_, err := parseAndCheck(u, false)
+	return err
+}
+
+// CheckSubscriberURL implements relay.URLChecker.
+func (opener) CheckSubscriberURL(u *url.URL) error {
+	_, err := parseAndCheck(u, true)
+	return err
+}
+
 func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	cfg, err := ParseURL(u)
+	cfg, err := parseAndCheck(u, false)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +75,7 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 }
 
 func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	cfg, err := ParseURL(u)
+	cfg, err := parseAndCheck(u, true)
 	if err != nil {
 		return nil, err
 	}

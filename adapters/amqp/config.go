@@ -218,9 +218,32 @@ func ParseURL(u *url.URL) (Config, error) {
 type role int
 
 const (
-	rolePublisher role = iota
-	roleSubscriber
+	rolePublisher  role = iota // a Config given to NewPublisher
+	roleSubscriber             // a Config given to NewSubscriber
+	// roleURL and roleURLSubscriber check a URL's Config for both sides
+	// (one URL serves both), roleURLSubscriber adding the group requirement.
+	roleURL
+	roleURLSubscriber
 )
+
+func (r role) publisher() bool    { return r != roleSubscriber }
+func (r role) subscriber() bool   { return r != rolePublisher }
+func (r role) requireGroup() bool { return r == roleSubscriber || r == roleURLSubscriber }
+
+// parseAndCheck is what the opener does before connecting: ParseURL, then
+// every check of both sides, since one URL serves both, and the group
+// requirement for a subscriber.
+func parseAndCheck(u *url.URL, subscriber bool) (Config, error) {
+	cfg, err := ParseURL(u)
+	if err != nil {
+		return cfg, err
+	}
+	r := roleURL
+	if subscriber {
+		r = roleURLSubscriber
+	}
+	return cfg, cfg.validate(r)
+}
 
 // Validate reports every problem of cfg for a publisher, joined.
 func (c *Config) Validate() error { return c.validate(rolePublisher) }
@@ -233,10 +256,10 @@ func (c *Config) validate(r role) error {
 	bad := func(param, format string, args ...any) {
 		errs = append(errs, &relay.URLError{URL: relay.Redact(c.URL), Param: param, Reason: fmt.Sprintf(format, args...)})
 	}
-	u, err := url.Parse(c.URL)
+	u, err := relay.ParseURL(c.URL)
 	switch {
 	case err != nil:
-		errs = append(errs, &relay.URLError{URL: relay.Redact(c.URL), Reason: "cannot parse"})
+		errs = append(errs, err) // a *relay.URLError saying why
 	case u.Scheme != "amqp" && u.Scheme != "amqps":
 		errs = append(errs, &relay.URLError{URL: relay.Redact(c.URL), Reason: "scheme must be amqp or amqps"})
 	case u.RawQuery != "":
@@ -265,7 +288,7 @@ func (c *Config) validate(r role) error {
 	if c.Mandatory && !c.Confirm {
 		bad("mandatory", "mandatory=true needs confirm=true, otherwise an unroutable message cannot be reported; set mandatory=false to accept silent drops")
 	}
-	if r == rolePublisher && c.PublishChannels <= 0 {
+	if r.publisher() && c.PublishChannels <= 0 {
 		bad("publish_channels", "must be at least 1")
 	}
 	if c.ConnectTimeout <= 0 {
@@ -274,10 +297,10 @@ func (c *Config) validate(r role) error {
 	if c.ReconnectMin <= 0 || c.ReconnectMax < c.ReconnectMin {
 		bad("reconnect_max", "need 0 < reconnect_min <= reconnect_max")
 	}
-	if r == roleSubscriber {
-		if c.Group == "" {
-			bad("group", "required: the name of this subscriber's group of competing consumers")
-		}
+	if r.requireGroup() && c.Group == "" {
+		bad("group", "required: the name of this subscriber's group of competing consumers")
+	}
+	if r.subscriber() {
 		switch c.QueueType {
 		case QueueClassic, QueueQuorum:
 		default:

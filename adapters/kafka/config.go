@@ -261,7 +261,12 @@ func (c *PublisherConfig) defaults() {
 }
 
 func (c *PublisherConfig) problems() []problem {
-	ps := c.Config.problems()
+	return append(c.Config.problems(), c.ownProblems()...)
+}
+
+// ownProblems are the problems of the publisher-only fields.
+func (c *PublisherConfig) ownProblems() []problem {
+	var ps []problem
 	switch c.Acks {
 	case "", AcksAll, AcksLeader, AcksNone:
 	default:
@@ -317,8 +322,14 @@ func (c *SubscriberConfig) defaults() {
 }
 
 func (c *SubscriberConfig) problems() []problem {
-	ps := c.Config.problems()
-	if c.Group == "" {
+	return append(c.Config.problems(), c.ownProblems(true)...)
+}
+
+// ownProblems are the problems of the subscriber-only fields, the missing
+// group only with requireGroup.
+func (c *SubscriberConfig) ownProblems(requireGroup bool) []problem {
+	var ps []problem
+	if requireGroup && c.Group == "" {
 		ps = append(ps, problem{"group", "required: the consumer group of this subscriber"})
 	}
 	switch c.Start {

@@ -18,12 +18,17 @@ func init() { relay.Register(Scheme, opener{}) }
 
 type opener struct{}
 
-// Parameters that only one side reads; the other side names them in its error.
-var (
-	publisherOnly  = []string{"acks", "idempotent", "linger", "compression", "max_bytes", "delivery_timeout"}
-	subscriberOnly = []string{"group", "start", "inflight", "session_timeout", "heartbeat_interval", "rebalance_timeout",
-		"fetch_max_wait", "fetch_max_bytes", "balancer", "commit_interval", "max_uncommitted", "isolation"}
-)
+// CheckURL implements relay.URLChecker.
+func (opener) CheckURL(u *url.URL) error {
+	_, _, err := parseURL(u, false)
+	return err
+}
+
+// CheckSubscriberURL implements relay.URLChecker.
+func (opener) CheckSubscriberURL(u *url.URL) error {
+	_, _, err := parseURL(u, true)
+	return err
+}
 
 func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
 	cfg, err := ParsePublisherURL(u)
@@ -41,58 +46,69 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 	return NewSubscriber(ctx, cfg)
 }
 
-// ParsePublisherURL reads a kafka:// URL into a PublisherConfig. Every
-// problem is reported (*relay.URLError, joined), including unknown
-// parameters.
+// ParsePublisherURL reads a kafka:// URL into a PublisherConfig. One URL
+// serves both sides: the subscriber parameters are ignored, but the URL is
+// checked for both sides (see ParseSubscriberURL), except that no group is
+// required. Every problem is reported (*relay.URLError, joined), including
+// unknown parameters.
 func ParsePublisherURL(u *url.URL) (PublisherConfig, error) {
+	pc, _, err := parseURL(u, false)
+	return pc, err
+}
+
+// ParseSubscriberURL reads a kafka:// URL into a SubscriberConfig. One URL
+// serves both sides: the publisher parameters are ignored, but the URL is
+// checked for both sides. Every problem is reported (*relay.URLError,
+// joined), including unknown parameters and a missing group.
+func ParseSubscriberURL(u *url.URL) (SubscriberConfig, error) {
+	_, sc, err := parseURL(u, true)
+	return sc, err
+}
+
+// parseURL reads the parameters of both sides and reports the problems of
+// both, the missing group only for a subscriber.
+func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, error) {
 	p := urlopt.New(u)
-	var cfg PublisherConfig
-	parseCommon(u, p, &cfg.Config)
-	cfg.Acks = p.Enum("acks", AcksAll, AcksAll, AcksLeader, AcksNone)
+	var common Config
+	parseCommon(u, p, &common)
+
+	pc := PublisherConfig{Config: common}
+	pc.Acks = p.Enum("acks", AcksAll, AcksAll, AcksLeader, AcksNone)
 	if p.Has("idempotent") {
 		idem := p.Bool("idempotent", true)
-		cfg.NoIdempotence = !idem
-		if idem && cfg.Acks != AcksAll {
+		pc.NoIdempotence = !idem
+		if idem && pc.Acks != AcksAll {
 			p.Fail("idempotent", "idempotence needs acks=all")
 		}
 	}
-	cfg.Linger = p.Duration("linger", 0)
-	cfg.Compression = p.Enum("compression", "snappy", "none", "gzip", "snappy", "lz4", "zstd")
-	cfg.MaxMessageBytes = p.Int("max_bytes", DefaultMaxMessageBytes, 1)
-	cfg.DeliveryTimeout = p.Duration("delivery_timeout", 0)
-	rejectOtherSide(p, subscriberOnly, "a subscriber option; a publisher does not take it")
-	cfg.defaults()
-	for _, pr := range cfg.problems() {
-		p.Fail(pr.param, "%s", pr.reason)
-	}
-	return cfg, p.Err()
-}
+	pc.Linger = p.Duration("linger", 0)
+	pc.Compression = p.Enum("compression", "snappy", "none", "gzip", "snappy", "lz4", "zstd")
+	pc.MaxMessageBytes = p.Int("max_bytes", DefaultMaxMessageBytes, 1)
+	pc.DeliveryTimeout = p.Duration("delivery_timeout", 0)
 
-// ParseSubscriberURL reads a kafka:// URL into a SubscriberConfig. Every
-// problem is reported (*relay.URLError, joined), including unknown
-// parameters and a missing group.
-func ParseSubscriberURL(u *url.URL) (SubscriberConfig, error) {
-	p := urlopt.New(u)
-	var cfg SubscriberConfig
-	parseCommon(u, p, &cfg.Config)
-	cfg.Group = p.String("group", "")
-	cfg.Start = p.Enum("start", StartEarliest, StartEarliest, StartLatest)
-	cfg.InFlight = p.Int("inflight", DefaultInFlight, 1)
-	cfg.SessionTimeout = p.Duration("session_timeout", DefaultSessionTimeout)
-	cfg.HeartbeatInterval = p.Duration("heartbeat_interval", DefaultHeartbeat)
-	cfg.RebalanceTimeout = p.Duration("rebalance_timeout", DefaultRebalanceTimeout)
-	cfg.FetchMaxWait = p.Duration("fetch_max_wait", DefaultFetchMaxWait)
-	cfg.FetchMaxBytes = p.Int("fetch_max_bytes", DefaultFetchMaxBytes, 1)
-	cfg.Balancer = p.Enum("balancer", "cooperative-sticky", "cooperative-sticky", "sticky", "range", "roundrobin")
-	cfg.CommitInterval = p.Duration("commit_interval", 0)
-	cfg.MaxUncommitted = p.Int("max_uncommitted", DefaultMaxUncommitted, 1)
-	cfg.ReadUncommitted = p.Enum("isolation", "read_committed", "read_committed", "read_uncommitted") == "read_uncommitted"
-	rejectOtherSide(p, publisherOnly, "a publisher option; a subscriber does not take it")
-	cfg.defaults()
-	for _, pr := range cfg.problems() {
+	sc := SubscriberConfig{Config: common}
+	sc.Group = p.String("group", "")
+	sc.Start = p.Enum("start", StartEarliest, StartEarliest, StartLatest)
+	sc.InFlight = p.Int("inflight", DefaultInFlight, 1)
+	sc.SessionTimeout = p.Duration("session_timeout", DefaultSessionTimeout)
+	sc.HeartbeatInterval = p.Duration("heartbeat_interval", DefaultHeartbeat)
+	sc.RebalanceTimeout = p.Duration("rebalance_timeout", DefaultRebalanceTimeout)
+	sc.FetchMaxWait = p.Duration("fetch_max_wait", DefaultFetchMaxWait)
+	sc.FetchMaxBytes = p.Int("fetch_max_bytes", DefaultFetchMaxBytes, 1)
+	sc.Balancer = p.Enum("balancer", "cooperative-sticky", "cooperative-sticky", "sticky", "range", "roundrobin")
+	sc.CommitInterval = p.Duration("commit_interval", 0)
+	sc.MaxUncommitted = p.Int("max_uncommitted", DefaultMaxUncommitted, 1)
+	sc.ReadUncommitted = p.Enum("isolation", "read_committed", "read_committed", "read_uncommitted") == "read_uncommitted"
+
+	pc.defaults()
+	sc.defaults()
+	ps := pc.Config.problems()
+	ps = append(ps, pc.ownProblems()...)
+	ps = append(ps, sc.ownProblems(subscriber)...)
+	for _, pr := range ps {
 		p.Fail(pr.param, "%s", pr.reason)
 	}
-	return cfg, p.Err()
+	return pc, sc, p.Err()
 }
 
 func parseCommon(u *url.URL, p *urlopt.Params, c *Config) {
@@ -137,14 +153,6 @@ func parseCommon(u *url.URL, p *urlopt.Params, c *Config) {
 	c.Partitions = p.Int("partitions", 0, 0)
 	c.Replication = p.Int("replication", 0, 0)
 	c.NoCreateTopics = !p.Bool("create_topics", true)
-}
-
-func rejectOtherSide(p *urlopt.Params, names []string, reason string) {
-	for _, n := range names {
-		if p.Has(n) {
-			p.Fail(n, "%s", reason)
-		}
-	}
 }
 
 func withPort(hostport string) string {

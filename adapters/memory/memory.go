@@ -20,7 +20,8 @@
 //     has not acked: queued, delayed by NackAfter, or delivered and
 //     unsettled.
 //
-// URL: mem://NAME?group=G&inflight=N&max_bytes=B (see README).
+// URL: mem://NAME?group=G&inflight=N&max_bytes=B (see README). Both sides
+// accept all three parameters and ignore those of the other side.
 package memory
 
 import (
@@ -56,25 +57,43 @@ type SubscriberConfig struct {
 
 type opener struct{}
 
-func (opener) OpenPublisher(_ context.Context, u *url.URL) (relay.Publisher, error) {
+// parseURL reads the parameters of both sides, so that one URL serves a
+// publisher and a subscriber: each side ignores the other's parameters,
+// whose values are still checked. subscriber adds the group requirement.
+func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, error) {
 	p := urlopt.New(u)
-	cfg := PublisherConfig{MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
-	if err := p.Err(); err != nil {
+	pc := PublisherConfig{MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
+	sc := SubscriberConfig{
+		Group:    p.String("group", ""),
+		InFlight: p.Int("inflight", 64, 1),
+	}
+	if subscriber && sc.Group == "" {
+		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
+	}
+	return pc, sc, p.Err()
+}
+
+func (opener) CheckURL(u *url.URL) error {
+	_, _, err := parseURL(u, false)
+	return err
+}
+
+func (opener) CheckSubscriberURL(u *url.URL) error {
+	_, _, err := parseURL(u, true)
+	return err
+}
+
+func (opener) OpenPublisher(_ context.Context, u *url.URL) (relay.Publisher, error) {
+	cfg, _, err := parseURL(u, false)
+	if err != nil {
 		return nil, err
 	}
 	return NewPublisher(brokerName(u), cfg), nil
 }
 
 func (opener) OpenSubscriber(_ context.Context, u *url.URL) (relay.Subscriber, error) {
-	p := urlopt.New(u)
-	cfg := SubscriberConfig{
-		Group:    p.String("group", ""),
-		InFlight: p.Int("inflight", 64, 1),
-	}
-	if cfg.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
-	}
-	if err := p.Err(); err != nil {
+	_, cfg, err := parseURL(u, true)
+	if err != nil {
 		return nil, err
 	}
 	return NewSubscriber(brokerName(u), cfg)

@@ -29,29 +29,87 @@ func init() {
 
 type opener struct{}
 
-// OpenPublisher opens redis://[user:pass@]host:port/DB?... (see docs/redis.md).
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
+// urlConfig is everything a redis:// URL configures, for both sides.
+type urlConfig struct {
+	opts *redis.Options
+	pub  PublisherConfig
+	sub  SubscriberConfig
+}
+
+// parseURL reads the connection and the parameters of both sides, so that
+// one URL serves a publisher and a subscriber: each side ignores the
+// other's parameters, whose values are still checked. subscriber adds the
+// subscriber's own requirement, a group. Every problem is reported as a
+// *relay.URLError (joined).
+func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	p := urlopt.New(u)
-	opts := clientOptions(p, u)
-	cfg := PublisherConfig{
-		Prefix:   p.String("prefix", ""),
+	c := urlConfig{opts: clientOptions(p, u)}
+	prefix := p.String("prefix", "")
+	c.pub = PublisherConfig{
+		Prefix:   prefix,
 		MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1),
 		MaxLen:   int64(p.Int("maxlen", 0, 0)),
 		MaxAge:   p.Duration("maxage", 0),
 	}
-	if cfg.MaxBytes > maxBulk {
-		p.Fail("max_bytes", "%d exceeds Redis's 512 MiB string limit", cfg.MaxBytes)
+	if c.pub.MaxBytes > maxBulk {
+		p.Fail("max_bytes", "%d exceeds Redis's 512 MiB string limit", c.pub.MaxBytes)
 	}
-	if cfg.MaxLen > 0 && cfg.MaxAge > 0 {
+	if c.pub.MaxLen > 0 && c.pub.MaxAge > 0 {
 		p.Fail("maxage", "maxlen and maxage exclude each other")
 	}
-	if err := p.Err(); err != nil {
+	c.sub = SubscriberConfig{
+		Group:      p.String("group", ""),
+		Consumer:   p.String("consumer", ""),
+		Prefix:     prefix,
+		Start:      p.Enum("start", DefaultStart, StartOldest, StartNewest),
+		InFlight:   p.Int("inflight", DefaultInFlight, 1),
+		Block:      p.Duration("block", DefaultBlock),
+		ClaimIdle:  p.Duration("claim_idle", DefaultClaimIdle),
+		ClaimEvery: p.Duration("claim_every", DefaultClaimEvery),
+	}
+	if c.sub.ConsumerTTL = p.Duration("consumer_ttl", DefaultConsumerTTL); c.sub.ConsumerTTL == 0 {
+		c.sub.ConsumerTTL = -1 // consumer_ttl=0: never remove idle consumers
+	}
+	if subscriber && c.sub.Group == "" {
+		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
+	}
+	if c.sub.Consumer == HandbackConsumer {
+		p.Fail("consumer", "%q is reserved", HandbackConsumer)
+	}
+	if c.sub.Block <= 0 {
+		p.Fail("block", "must be positive")
+	}
+	if c.sub.ClaimIdle < minClaimIdle {
+		p.Fail("claim_idle", "must be at least %v", minClaimIdle)
+	}
+	if c.sub.ClaimEvery <= 0 {
+		p.Fail("claim_every", "must be positive")
+	}
+	return c, p.Err()
+}
+
+// CheckURL implements relay.URLChecker.
+func (opener) CheckURL(u *url.URL) error {
+	_, err := parseURL(u, false)
+	return err
+}
+
+// CheckSubscriberURL implements relay.URLChecker.
+func (opener) CheckSubscriberURL(u *url.URL) error {
+	_, err := parseURL(u, true)
+	return err
+}
+
+// OpenPublisher opens redis://[user:pass@]host:port/DB?... (see docs/redis.md).
+func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
+	c, err := parseURL(u, false)
+	if err != nil {
 		return nil, err
 	}
-	c := redis.NewClient(opts)
-	pub, err := newPublisher(ctx, c, cfg, true)
+	rc := redis.NewClient(c.opts)
+	pub, err := newPublisher(ctx, rc, c.pub, true)
 	if err != nil {
-		_ = c.Close()
+		_ = rc.Close()
 		return nil, fmt.Errorf("redisstream: %s: %w", relay.Redact(u.String()), err)
 	}
 	return pub, nil
@@ -59,43 +117,14 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 
 // OpenSubscriber opens redis://[user:pass@]host:port/DB?group=G&... (see docs/redis.md).
 func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	p := urlopt.New(u)
-	opts := clientOptions(p, u)
-	cfg := SubscriberConfig{
-		Group:      p.String("group", ""),
-		Consumer:   p.String("consumer", ""),
-		Prefix:     p.String("prefix", ""),
-		Start:      p.Enum("start", DefaultStart, StartOldest, StartNewest),
-		InFlight:   p.Int("inflight", DefaultInFlight, 1),
-		Block:      p.Duration("block", DefaultBlock),
-		ClaimIdle:  p.Duration("claim_idle", DefaultClaimIdle),
-		ClaimEvery: p.Duration("claim_every", DefaultClaimEvery),
-	}
-	if cfg.ConsumerTTL = p.Duration("consumer_ttl", DefaultConsumerTTL); cfg.ConsumerTTL == 0 {
-		cfg.ConsumerTTL = -1 // consumer_ttl=0: never remove idle consumers
-	}
-	if cfg.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
-	}
-	if cfg.Consumer == HandbackConsumer {
-		p.Fail("consumer", "%q is reserved", HandbackConsumer)
-	}
-	if cfg.Block <= 0 {
-		p.Fail("block", "must be positive")
-	}
-	if cfg.ClaimIdle < minClaimIdle {
-		p.Fail("claim_idle", "must be at least %v", minClaimIdle)
-	}
-	if cfg.ClaimEvery <= 0 {
-		p.Fail("claim_every", "must be positive")
-	}
-	if err := p.Err(); err != nil {
+	c, err := parseURL(u, true)
+	if err != nil {
 		return nil, err
 	}
-	c := redis.NewClient(opts)
-	sub, err := newSubscriber(ctx, c, cfg, true)
+	rc := redis.NewClient(c.opts)
+	sub, err := newSubscriber(ctx, rc, c.sub, true)
 	if err != nil {
-		_ = c.Close()
+		_ = rc.Close()
 		return nil, fmt.Errorf("redisstream: %s: %w", relay.Redact(u.String()), err)
 	}
 	return sub, nil

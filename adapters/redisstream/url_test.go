@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/internal/urlopt/urlopttest"
 )
 
 // Bad URLs are refused before any connection, naming the parameter.
@@ -31,6 +32,11 @@ func TestURLErrors(t *testing.T) {
 		{"rediss://127.0.0.1:1/0?tls_ca=/no/such/file", "tls_ca", false},
 		{"rediss://127.0.0.1:1/0?tls_cert=/x", "tls_cert", false},
 		{"redis://127.0.0.1:1/zero", "path", false},
+		// The other side's parameters are ignored, but their values are checked.
+		{"redis://127.0.0.1:1/0?start=latest", "start", false},
+		{"redis://127.0.0.1:1/0?claim_idle=1ms", "claim_idle", false},
+		{"redis://127.0.0.1:1/0?group=g&maxlen=x", "maxlen", true},
+		{"redis://127.0.0.1:1/0?group=g&maxlen=10&maxage=1h", "maxage", true},
 	} {
 		var err error
 		if c.sub {
@@ -67,6 +73,13 @@ func TestURLConnectsAndRedacts(t *testing.T) {
 		t.Fatalf("every publisher option: %v", err)
 	}
 	_ = p.Close()
+}
+
+// One URL with both sides' parameters opens a publisher and a subscriber
+// (project rule 3); an unknown parameter fails on both.
+func TestURLBothSides(t *testing.T) {
+	urlopttest.BothSides(t, context.Background(), withParams(t, redisURL(t), "group", "g", "start", "0", "inflight", "8",
+		"block", "500ms", "claim_idle", "10s", "maxlen", "1000", "max_bytes", "1024", "prefix", "p:"))
 }
 
 func TestConfigValidate(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/internal/urlopt"
 )
 
@@ -194,82 +193,97 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports every problem of c for the given scheme ("sqs" or
-// "sns") at once. subscriber says whether c opens a subscriber.
+// "sns") at once. subscriber says whether c opens a subscriber, which on
+// sns:// needs a Group; a publisher ignores Group (one Config, like one
+// URL, serves both sides), but a Group on sqs:// is always an error.
 func (c Config) Validate(scheme string, subscriber bool) error {
 	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("relay/sqs: %s: %s", field, fmt.Sprintf(format, args...)))
+	for _, pr := range c.problems(scheme, subscriber) {
+		errs = append(errs, fmt.Errorf("relay/sqs: %s: %s", pr.field, pr.reason))
+	}
+	return errors.Join(errs...)
+}
+
+// problem is one thing wrong with a Config: the field, the URL parameter
+// that sets it ("" when none does) and why.
+type problem struct{ field, param, reason string }
+
+func (c Config) problems(scheme string, subscriber bool) []problem {
+	var ps []problem
+	bad := func(field, param, format string, args ...any) {
+		ps = append(ps, problem{field, param, fmt.Sprintf(format, args...)})
 	}
 	c = c.withDefaults()
 	if scheme != SchemeSQS && scheme != SchemeSNS {
-		bad("scheme", "%q is neither sqs nor sns", scheme)
+		bad("scheme", "", "%q is neither sqs nor sns", scheme)
 	}
 	if c.Account != "" && !accountRe.MatchString(c.Account) {
-		bad("Account", "%q is not a 12-digit AWS account ID", c.Account)
+		bad("Account", "account", "%q is not a 12-digit AWS account ID", c.Account)
 	}
 	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
-		bad("AccessKeyID/SecretAccessKey", "give both or neither")
+		bad("AccessKeyID/SecretAccessKey", "access_key_id", "give both or neither")
 	}
 	if c.Wait > 20*time.Second {
-		bad("Wait", "%v is above SQS's 20s long-poll maximum", c.Wait)
+		bad("Wait", "wait", "%v is above SQS's 20s long-poll maximum", c.Wait)
 	}
 	if c.MaxMessages < 1 || c.MaxMessages > MaxBatch {
-		bad("MaxMessages", "%d is outside 1..10", c.MaxMessages)
+		bad("MaxMessages", "max_messages", "%d is outside 1..10", c.MaxMessages)
 	}
 	if c.Pollers < 0 {
-		bad("Pollers", "%d is negative", c.Pollers)
+		bad("Pollers", "pollers", "%d is negative", c.Pollers)
 	}
 	if c.InFlight < 1 {
-		bad("InFlight", "%d is below 1", c.InFlight)
+		bad("InFlight", "inflight", "%d is below 1", c.InFlight)
 	}
 	if c.Visibility < time.Second || c.Visibility > MaxVisibility {
-		bad("Visibility", "%v is outside 1s..12h", c.Visibility)
+		bad("Visibility", "visibility", "%v is outside 1s..12h", c.Visibility)
 	}
 	if c.ExtendEvery > 0 && c.ExtendEvery >= c.Visibility {
-		bad("ExtendEvery", "%v must be shorter than Visibility %v, or messages become visible before they are extended", c.ExtendEvery, c.Visibility)
+		bad("ExtendEvery", "extend_every", "%v must be shorter than Visibility %v, or messages become visible before they are extended", c.ExtendEvery, c.Visibility)
 	}
 	if c.AckLinger > time.Second {
-		bad("AckLinger", "%v is above 1s; acks would wait too long", c.AckLinger)
+		bad("AckLinger", "ack_linger", "%v is above 1s; acks would wait too long", c.AckLinger)
 	}
 	if c.MaxReceive < 0 || c.MaxReceive > 1000 {
-		bad("MaxReceive", "%d is outside 0..1000", c.MaxReceive)
+		bad("MaxReceive", "max_receive", "%d is outside 0..1000", c.MaxReceive)
 	}
 	if c.DLQ != "" && c.MaxReceive == 0 {
-		bad("DLQ", "set MaxReceive (max_receive=) too: it says when a message goes to the dead-letter queue")
+		bad("DLQ", "dlq", "set MaxReceive (max_receive=) too: it says when a message goes to the dead-letter queue")
 	}
 	if c.Retention != 0 && (c.Retention < time.Minute || c.Retention > 14*24*time.Hour) {
-		bad("Retention", "%v is outside 60s..14 days", c.Retention)
+		bad("Retention", "retention", "%v is outside 60s..14 days", c.Retention)
 	}
 	maxBytes := MaxSQSBytes
 	if scheme == SchemeSNS {
 		maxBytes = DefaultMaxBytes
 	}
 	if c.MaxBytes < 1024 || c.MaxBytes > maxBytes {
-		bad("MaxBytes", "%d is outside 1024..%d for %s://", c.MaxBytes, maxBytes, scheme)
+		bad("MaxBytes", "max_bytes", "%d is outside 1024..%d for %s://", c.MaxBytes, maxBytes, scheme)
 	}
 	if c.SendConcurrency < 1 {
-		bad("SendConcurrency", "%d is below 1", c.SendConcurrency)
+		bad("SendConcurrency", "send_concurrency", "%d is below 1", c.SendConcurrency)
 	}
 	if c.MaxAttempts < 1 {
-		bad("MaxAttempts", "%d is below 1", c.MaxAttempts)
+		bad("MaxAttempts", "max_attempts", "%d is below 1", c.MaxAttempts)
 	}
 	switch {
 	case scheme == SchemeSQS && c.Group != "":
-		bad("Group", "sqs:// has no groups: the queue (the topic) is the group of competing consumers; use sns://...?group=%s for a queue per group subscribed to an SNS topic", c.Group)
+		bad("Group", "group", "sqs:// has no groups: the queue (the topic) is the group of competing consumers; use sns://...?group=%s for a queue per group subscribed to an SNS topic", c.Group)
 	case scheme == SchemeSNS && subscriber && c.Group == "":
-		bad("Group", "required for sns:// subscribers: each group gets its own queue <topic>-<group>")
-	case scheme == SchemeSNS && !subscriber && c.Group != "":
-		bad("Group", "is a subscriber option; publishers send to the topic, every group gets a copy")
+		bad("Group", "group", "required for sns:// subscribers: each group gets its own queue <topic>-<group>")
 	case c.Group != "" && (!groupRe.MatchString(c.Group) || len(c.Group) > 60):
-		bad("Group", "%q must be 1-60 characters of A-Z a-z 0-9 - _ (it is part of the queue name)", c.Group)
+		bad("Group", "group", "%q must be 1-60 characters of A-Z a-z 0-9 - _ (it is part of the queue name)", c.Group)
 	}
 	if err := c.validateQueue(scheme); err != nil {
-		errs = append(errs, err)
+		bad("Queue", "queue", "%s", strings.TrimPrefix(err.Error(), "relay/sqs: Queue: "))
 	}
-	return errors.Join(errs...)
+	return ps
 }
 
-// parseURL reads a sqs:// or sns:// URL into a Config.
+// parseURL reads a sqs:// or sns:// URL into a Config. One URL serves
+// both sides: every parameter of the scheme is read and checked on either
+// side; a publisher ignores the subscriber's (group= included on sns://).
+// Every problem is a *relay.URLError naming its parameter.
 func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	scheme := strings.ToLower(u.Scheme)
 	p := urlopt.New(u)
@@ -317,10 +331,10 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	if err := p.Err(); err != nil {
 		return c, err
 	}
-	if err := c.Validate(scheme, subscriber); err != nil {
-		return c, &relay.URLError{URL: relay.Redact(u.String()), Reason: err.Error()}
+	for _, pr := range c.problems(scheme, subscriber) {
+		p.Fail(pr.param, "%s", pr.reason)
 	}
-	return c, nil
+	return c, p.Err()
 }
 
 // seconds reads a time parameter given as whole seconds ("20") or a Go

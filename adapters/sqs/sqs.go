@@ -22,6 +22,18 @@ func init() {
 
 type opener struct{ scheme string }
 
+// CheckURL implements relay.URLChecker.
+func (opener) CheckURL(u *url.URL) error {
+	_, err := parseURL(u, false)
+	return err
+}
+
+// CheckSubscriberURL implements relay.URLChecker.
+func (opener) CheckSubscriberURL(u *url.URL) error {
+	_, err := parseURL(u, true)
+	return err
+}
+
 func (o opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
 	cfg, err := parseURL(u, false)
 	if err != nil {
