@@ -16,6 +16,7 @@
 // [Message.Ack]. Every subscriber is opened for one group; subscribers of one
 // group compete for messages and every group receives its own copy.
 //
-// The root package imports no broker client. Adapter authors build on
-// [Deliver] and the conformance suite in adapters/adaptertest.
+// The root package imports no broker client and holds only what
+// applications use. Adapter authors build on package driver and the
+// conformance suite in adapters/adaptertest.
 package relay

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/go-relay/relay/internal/deliveryhook"
 )
 
 // Metadata holds string headers. Keys and values round-trip exactly through
@@ -103,11 +105,11 @@ func (m *Message) Context() context.Context {
 //   - settling a message that was still unsettled when its subscription
 //     ended returns ErrSubscriptionEnded (the message was released to the
 //     group and will be redelivered).
-func (m *Message) Ack() error { return m.settle(Settlement{Ack: true}) }
+func (m *Message) Ack() error { return m.settle(settlement{Ack: true}) }
 
 // Nack settles the message for redelivery to its group (this or another
 // consumer) as soon as possible. Same guarantees as Ack.
-func (m *Message) Nack() error { return m.settle(Settlement{}) }
+func (m *Message) Nack() error { return m.settle(settlement{}) }
 
 // NackAfter settles the message for redelivery after at least delay. Same
 // guarantees as Ack.
@@ -126,7 +128,7 @@ func (m *Message) NackAfter(delay time.Duration) error {
 	if delay < 0 {
 		delay = 0
 	}
-	return m.settle(Settlement{Delay: delay})
+	return m.settle(settlement{Delay: delay})
 }
 
 // Settled reports whether the message was acked or nacked.
@@ -139,54 +141,29 @@ func (m *Message) Settled() bool {
 	return m.d.state != stateOpen
 }
 
-func (m *Message) settle(s Settlement) error {
+func (m *Message) settle(s settlement) error {
 	if m.d == nil {
 		return nil
 	}
 	return m.d.settle(s)
 }
 
-// Settlement is how a delivered message was settled.
-type Settlement struct {
-	Ack   bool          // true: processed; false: redeliver
-	Delay time.Duration // redelivery delay for a Nack
-}
+// settlement is how a delivered message was settled.
+type settlement = deliveryhook.Settlement
 
-// Settler receives the settlements of delivered messages; see
-// DeliveryParams. It is the allocation-free alternative to a Settle func.
-type Settler interface {
-	Settle(token uint64, s Settlement) error
-}
+func init() { deliveryhook.Attach = attach }
 
-// DeliveryParams carries what an adapter knows about a received message.
-// See Deliver.
-type DeliveryParams struct {
-	Topic   string
-	Attempt int
-	// Ctx is the parent of the message's context, normally the subscription's.
-	Ctx context.Context
-	// Settle, or else Settler with Token, is called at most once per
-	// successful settlement, on the goroutine that calls Ack/Nack. It must
-	// not block on the broker: it records the settlement and returns. An
-	// error (such as ErrSubscriptionEnded) is returned to the caller and
-	// the message stays unsettled.
-	Settle  func(Settlement) error
-	Settler Settler
-	Token   uint64
-}
-
-// Deliver attaches delivery state to m and returns it. It is for adapter
-// implementations; applications never call it. The message's context is a
-// child of p.Ctx, cancelled after the first successful settlement; it is
-// created only when Context is first called, so delivery costs no context
-// when nobody asks for one.
-func Deliver(m *Message, p DeliveryParams) *Message {
+// attach is driver.Deliver's way in: it sets m's delivery state. The
+// message's context is a child of p.Ctx, cancelled after the first
+// successful settlement; it is created only when Context is first called,
+// so delivery costs no context when nobody asks for one.
+func attach(v any, p deliveryhook.Params) {
+	m := v.(*Message)
 	parent := p.Ctx
 	if parent == nil {
 		parent = context.Background()
 	}
 	m.d = &delivery{topic: p.Topic, attempt: p.Attempt, parent: parent, fn: p.Settle, settler: p.Settler, token: p.Token}
-	return m
 }
 
 const (
@@ -199,8 +176,8 @@ type delivery struct {
 	topic   string
 	attempt int
 	parent  context.Context
-	fn      func(Settlement) error
-	settler Settler
+	fn      func(settlement) error
+	settler deliveryhook.Settler
 	token   uint64
 
 	mu     sync.Mutex
@@ -221,7 +198,7 @@ func (d *delivery) context() context.Context {
 	return d.ctx
 }
 
-func (d *delivery) settle(s Settlement) error {
+func (d *delivery) settle(s settlement) error {
 	want := stateNacked
 	if s.Ack {
 		want = stateAcked

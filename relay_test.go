@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 func TestNewIDIsUUIDv7AndIncreasing(t *testing.T) {
@@ -54,13 +55,13 @@ func TestNewIDConcurrentUnique(t *testing.T) {
 	wg.Wait()
 }
 
-func delivered(settle func(relay.Settlement) error) *relay.Message {
-	return relay.Deliver(relay.NewMessage([]byte("x")), relay.DeliveryParams{Topic: "t", Attempt: 3, Ctx: context.Background(), Settle: settle})
+func delivered(settle func(driver.Settlement) error) *relay.Message {
+	return driver.Deliver(relay.NewMessage([]byte("x")), driver.DeliveryParams{Topic: "t", Attempt: 3, Ctx: context.Background(), Settle: settle})
 }
 
 func TestSettlementRules(t *testing.T) {
-	var calls []relay.Settlement
-	m := delivered(func(s relay.Settlement) error { calls = append(calls, s); return nil })
+	var calls []driver.Settlement
+	m := delivered(func(s driver.Settlement) error { calls = append(calls, s); return nil })
 	if m.Topic() != "t" || m.Attempt() != 3 {
 		t.Fatalf("Topic/Attempt = %q/%d", m.Topic(), m.Attempt())
 	}
@@ -83,7 +84,7 @@ func TestSettlementRules(t *testing.T) {
 
 func TestSettleErrorKeepsMessageOpen(t *testing.T) {
 	fail := true
-	m := delivered(func(relay.Settlement) error {
+	m := delivered(func(driver.Settlement) error {
 		if fail {
 			return relay.ErrSubscriptionEnded
 		}
@@ -102,8 +103,8 @@ func TestSettleErrorKeepsMessageOpen(t *testing.T) {
 }
 
 func TestNackAfterPassesDelay(t *testing.T) {
-	var got relay.Settlement
-	m := delivered(func(s relay.Settlement) error { got = s; return nil })
+	var got driver.Settlement
+	m := delivered(func(s driver.Settlement) error { got = s; return nil })
 	if err := m.NackAfter(1500); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,7 +22,7 @@ type fakeSub struct {
 
 	mu       sync.Mutex
 	ended    bool
-	settled  map[string]relay.Settlement
+	settled  map[string]driver.Settlement
 	order    []string // "ack:ID", "nack:ID"
 	closes   int
 	subErr   error
@@ -31,7 +32,7 @@ type fakeSub struct {
 }
 
 func newFakeSub() *fakeSub {
-	return &fakeSub{in: make(chan *relay.Message), settled: map[string]relay.Settlement{}, subEnded: make(chan struct{}), changed: make(chan struct{}, 1)}
+	return &fakeSub{in: make(chan *relay.Message), settled: map[string]driver.Settlement{}, subEnded: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
 func (f *fakeSub) Subscribe(ctx context.Context, topic string) (<-chan *relay.Message, error) {
@@ -80,11 +81,11 @@ func (f *fakeSub) Close() error {
 // deliver builds a delivered message settled into f's record.
 func (f *fakeSub) msg(id, key string, attempt int) *relay.Message {
 	m := &relay.Message{ID: id, Key: key, Payload: []byte(id)}
-	return relay.Deliver(m, relay.DeliveryParams{
+	return driver.Deliver(m, driver.DeliveryParams{
 		Topic:   "in",
 		Attempt: attempt,
 		Ctx:     context.Background(),
-		Settle: func(s relay.Settlement) error {
+		Settle: func(s driver.Settlement) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if f.ended {
@@ -116,7 +117,7 @@ func (f *fakeSub) push(t *testing.T, m *relay.Message) {
 }
 
 // waitSettled waits until id is settled and returns how.
-func (f *fakeSub) waitSettled(t *testing.T, id string) relay.Settlement {
+func (f *fakeSub) waitSettled(t *testing.T, id string) driver.Settlement {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {

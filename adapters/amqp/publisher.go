@@ -11,8 +11,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/backoff"
-	"github.com/go-relay/relay/internal/driver"
 )
 
 // maxRefusals bounds retries of a batch after channel-level refusals

@@ -12,8 +12,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/backoff"
-	"github.com/go-relay/relay/internal/driver"
 )
 
 // closeWait bounds how long closing a channel may take before the

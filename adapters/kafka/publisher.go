@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/driver"
+	"github.com/go-relay/relay/driver"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -29,7 +29,7 @@ import (
 	"net/url"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/driver"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/urlopt"
 )
 

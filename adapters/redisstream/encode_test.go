@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/driver"
+	"github.com/go-relay/relay/driver"
 )
 
 // fields turns Encode's pairs into the map go-redis hands to Decode.

@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/backoff"
-	"github.com/go-relay/relay/internal/driver"
 )
 
 // maxBatch is how many XADDs one pipeline carries.

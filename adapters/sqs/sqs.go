@@ -6,7 +6,7 @@ import (
 	"net/url"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/driver"
+	"github.com/go-relay/relay/driver"
 )
 
 // URL schemes of this adapter.

@@ -476,7 +476,7 @@ func (s *subscription) receiveLoop() {
 			if attempt <= 0 {
 				attempt = 1
 			}
-			msgs[i] = relay.Deliver(rc.Msg, relay.DeliveryParams{
+			msgs[i] = Deliver(rc.Msg, DeliveryParams{
 				Topic:   s.topic,
 				Attempt: attempt,
 				Ctx:     s.ctx,
@@ -498,9 +498,9 @@ func (s *subscription) receiveLoop() {
 	}
 }
 
-// Settle implements relay.Settler. It runs on the goroutine that calls
+// Settle implements Settler. It runs on the goroutine that calls
 // Ack/Nack and never blocks on the broker.
-func (s *subscription) Settle(id uint64, st relay.Settlement) error {
+func (s *subscription) Settle(id uint64, st Settlement) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {

@@ -1,0 +1,55 @@
+// Package driver is the contract between relay and a broker adapter, and
+// the shared data path that turns an adapter into a relay.Publisher and a
+// relay.Subscriber. It is public so that adapters can live outside this
+// module, as database/sql/driver lets database drivers do; the adapters of
+// this module use nothing else. Applications never import it.
+//
+// # What an adapter writes
+//
+// Broker calls and codecs only:
+//
+//   - PublishDriver: SendBatch sends one batch and returns once the broker
+//     accepted every message (or a *relay.PublishError naming those it did
+//     not). Optional: WholeSender (split a Publish call itself),
+//     MessageValidator and TopicValidator (limits beyond the generic size
+//     check), relay.HealthChecker.
+//   - SubscribeDriver: Subscribe starts one Receiver per (topic, group)
+//     subscription. Optional: ProvisionDriver, LagDriver,
+//     relay.HealthChecker.
+//   - Receiver: Receive returns between 1 and max messages (blocking until
+//     it has some or ctx is done), Settle applies a batch of acks and
+//     nacks, Release hands unsettled messages back to the group at once,
+//     Close(ctx) ends the broker side within ctx. Optional: Extender (lease
+//     extension for brokers that lease messages), Parker.
+//   - An Opener registered with relay.Register for the URL scheme, which
+//     should also implement relay.URLChecker.
+//
+// # What this package does for it
+//
+// NewPublisher and NewSubscriber own everything else: argument and limit
+// checks (including assigning a UUIDv7 to a message without an ID), the
+// in-flight window, read-ahead, settlement batching and linger, emulated
+// NackAfter delays where the driver has no native delay, lease extension,
+// retry with backoff of failed receive and settle calls, Health, ctx and
+// Close semantics with one teardown deadline (Options.CloseTimeout), and
+// the release of unsettled messages when a subscription ends. The
+// conformance suite adapters/adaptertest checks the result against the
+// contract of package relay; every adapter should run it.
+//
+// # Calling conventions
+//
+//   - SendBatch is called concurrently; everything else of a Receiver is
+//     called from the subscription's goroutines: Receive from one, Settle
+//     from one, Extend from one, and Release then Close last, after the
+//     others returned.
+//   - A batch passed to SendBatch is at most Capabilities().MaxBatch long
+//     (when non-zero) and passed every limit check.
+//   - Receive's errors other than ctx's are retried with backoff (the
+//     receiver reconnects as needed); an error wrapping relay.ErrClosed ends
+//     the subscription. A delivery that cannot be decoded is returned as a
+//     message carrying the raw bytes, never as an error, so poison input
+//     never ends a subscription.
+//   - Settle.Delay is non-zero only when the driver declares
+//     Capabilities().NativeDelay (and the delay is within MaxDelay).
+//   - No method may block past its ctx.
+package driver
