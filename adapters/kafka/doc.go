@@ -39,6 +39,22 @@
 // Ordering is per partition, hence per Key, while no redelivery
 // intervenes. Records from foreign producers are delivered whatever their
 // headers: without a relay-id header the ID is "kafka:TOPIC:PARTITION:OFFSET".
+// A header name that repeats keeps every value: the first under its name,
+// the 2nd, 3rd, ... as metadata "<name>#2", "<name>#3", ... (the next free
+// number if another header has that name); a repeated relay-id is the ID
+// once and metadata "relay-id#2" after that.
+//
+// # Empty payloads and tombstones
+//
+// A nil or empty Payload is produced as a present 0-byte value, never as a
+// NULL value. A tombstone (NULL value, for compacted topics) is produced
+// only on request: metadata "kafka.tombstone" = "true" (MetadataTombstone)
+// with an empty payload; the entry is not sent as a header. A received
+// NULL value is an empty Payload with metadata "kafka.tombstone" = "true",
+// so a bridge that re-produces it to Kafka writes a tombstone again. Any
+// other value than "true" or "false", or a payload on a tombstone, fails
+// Publish with a *relay.LimitError. A foreign header named
+// "kafka.tombstone" is delivered as "kafka.tombstone#2".
 //
 // # Groups that do not exist yet
 //
