@@ -20,15 +20,27 @@
 //
 // # Subscribing
 //
-// Each Subscribe is one member of the Kafka consumer group with a client
-// of its own. Up to InFlight messages are unsettled at a time, across the
-// member's partitions. A partition's offset is committed only up to the
-// contiguous prefix of acked records: an ack of offset 12 never commits
-// past an unacked 11. Commits are asynchronous (Ack does not wait) with
-// one commit request in flight; the acked prefix is also committed when
-// partitions are revoked and when the subscription ends, and the member
-// then leaves the group at once so another member takes its partitions
-// without waiting for the session timeout.
+// A subscriber is one member of its Kafka consumer group for all the
+// topics it subscribes to: one kgo client, to which each Subscribe adds
+// its topic (AddConsumeTopics) and from which the end of a subscription
+// purges it again. Adding or removing a topic rebalances the member; it
+// never makes a sibling subscription fail, and with the default
+// cooperative-sticky balancer the other topics' partitions stay where
+// they are. A second concurrent subscription of a topic the subscriber
+// already consumes joins as another member and competes with the first.
+// Each subscription has its own window: up to InFlight messages are
+// unsettled at a time, across its topic's partitions, and a topic whose
+// fetched records wait unclaimed for a whole window is paused without
+// holding back the others.
+//
+// A partition's offset is committed only up to the contiguous prefix of
+// acked records: an ack of offset 12 never commits past an unacked 11.
+// Commits are asynchronous (Ack does not wait) with one commit request
+// in flight per subscription; the acked prefix is also committed when
+// partitions are revoked and when the subscription ends, and its topic's
+// partitions are then given up at once (the member leaves the group with
+// its last topic), so another member takes them without waiting for the
+// session timeout.
 //
 // Nack redelivers the record from memory to this subscription before any
 // new record, and the commit position stays below it until it is acked;
