@@ -42,6 +42,16 @@
 // its last topic), so another member takes them without waiting for the
 // session timeout.
 //
+// When a subscription ends, every settlement made before has been
+// committed (or failed after retries and was logged) and its unsettled
+// records are released to the group at once. Kafka keeps a committed
+// position per partition, not per-message acks, so acked records that
+// follow an unsettled one in the same partition are delivered to the
+// group again (Capabilities().AckedAfterUnsettledRedelivered). NackAfter
+// is emulated (NativeDelay is false): a message waiting out its delay is
+// released to the group at once when its subscription ends, and may come
+// back before the delay.
+//
 // Nack redelivers the record from memory to this subscription before any
 // new record, and the commit position stays below it until it is acked;
 // NackAfter is emulated by the shared layer. Attempt is counted in process
