@@ -169,6 +169,11 @@ func (d *subDriver) tryGroupStart(ctx context.Context, topic string) error {
 	}
 	if via != nil {
 		err = via.commitStart(ctx, topic, listed)
+		if errors.Is(err, kgo.ErrClientClosed) {
+			// The member left meanwhile (its last subscription ended):
+			// the next try finds the group without it.
+			err = fmt.Errorf("%w: %w", errGroupMoved, err)
+		}
 	} else {
 		offsets := make(kadm.Offsets)
 		listed.Each(func(l kadm.ListedOffset) {
