@@ -29,9 +29,10 @@
 // they are. A second concurrent subscription of a topic the subscriber
 // already consumes joins as another member and competes with the first.
 // Each subscription has its own window: up to InFlight messages are
-// unsettled at a time, across its topic's partitions, and a topic whose
-// fetched records wait unclaimed for a whole window is paused without
-// holding back the others.
+// unsettled at a time, across its topic's partitions, with about one more
+// window fetched ahead; a topic whose fetched-ahead records wait over a
+// second for a slow or stuck subscription is paused, so that it holds
+// back the member's other topics for at most that second.
 //
 // A partition's offset is committed only up to the contiguous prefix of
 // acked records: an ack of offset 12 never commits past an unacked 11.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -23,9 +24,14 @@ import (
 // partitions is handled by that topic's receiver.
 //
 // One goroutine polls the client and routes the records to each topic's
-// receiver, which queues them until its subscription asks; a topic whose
-// queue holds a whole window is paused (PauseFetchTopics) until it drains,
-// so a slow subscription does not hold back the others. The client blocks
+// receiver, which queues them until its subscription asks. It polls only
+// while every topic's queue holds less than a window, so a fast consumer's
+// topic is never paused (kgo drops a paused topic's buffered records and
+// fetches them again on resume, after the fetch in flight, which costs up
+// to fetch_max_wait). A topic whose full queue has waited longer than
+// queueGrace for its subscription (a slow or stuck consumer) is paused
+// (PauseFetchTopics) until its subscription has taken half of it, so that
+// it does not hold back the other topics. The client blocks
 // rebalances between a poll and the registration of its records
 // (BlockRebalanceOnPoll), so a revoked partition's state is never
 // recreated from a stale poll.
@@ -37,12 +43,19 @@ type member struct {
 	mu    sync.Mutex
 	recvs map[string]*receiver // by topic
 
+	room chan struct{} // signalled when a queue drops below its window
+
 	cancelPoll context.CancelFunc
 	pollDone   chan struct{}
 }
 
+// queueGrace is how long a topic's full queue may wait for its
+// subscription before the topic is paused so that the member's other
+// topics are polled again. A variable for tests only.
+var queueGrace = time.Second
+
 func newMember(d *subDriver, first *receiver) (*member, error) {
-	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first}}
+	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first}, room: make(chan struct{}, 1)}
 	first.m = m
 	isolation := kgo.ReadCommitted()
 	if d.cfg.ReadUncommitted {
@@ -108,6 +121,7 @@ func (m *member) remove(r *receiver) (last bool) {
 	}
 	last = len(m.recvs) == 0
 	m.mu.Unlock()
+	m.roomMade() // r no longer holds the poll loop back
 	if last {
 		return true
 	}
@@ -138,6 +152,9 @@ func (m *member) close() {
 func (m *member) pollLoop(ctx context.Context) {
 	defer close(m.pollDone)
 	for {
+		if !m.waitRoom(ctx) {
+			return
+		}
 		fs := m.cl.PollRecords(ctx, max(64, m.d.cfg.InFlight))
 		m.dispatch(fs)
 		m.cl.AllowRebalance()
@@ -145,6 +162,60 @@ func (m *member) pollLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+func (m *member) roomMade() {
+	select {
+	case m.room <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom waits until no topic that is fetched has a full queue, pausing
+// the topics whose full queue waited longer than queueGrace while others
+// share the member. It returns false when ctx ends.
+func (m *member) waitRoom(ctx context.Context) bool {
+	for {
+		if !m.full(time.Now()) {
+			return true
+		}
+		t := time.NewTimer(queueGrace / 4)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-m.room:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// full reports whether some fetched topic's queue holds a window; it
+// pauses those that have waited too long, when the member has others.
+func (m *member) full(now time.Time) bool {
+	m.mu.Lock()
+	shared := len(m.recvs) > 1
+	var pause []string
+	blocked := false
+	for _, r := range m.recvs {
+		r.mu.Lock()
+		if !r.topicPaused && len(r.queue) >= r.window {
+			if shared && now.Sub(r.queue[0].queued) >= queueGrace {
+				r.topicPaused = true
+				pause = append(pause, r.topic)
+			} else {
+				blocked = true
+			}
+		}
+		r.mu.Unlock()
+	}
+	m.mu.Unlock()
+	if len(pause) > 0 {
+		m.cl.PauseFetchTopics(pause...)
+		m.log.Debug("kafka: pausing topics whose subscriptions fall behind", "topics", pause)
+	}
+	return blocked
 }
 
 func (m *member) receiver(topic string) *receiver {

@@ -289,3 +289,31 @@ func TestSameTopicTwiceOnOneSubscriber(t *testing.T) {
 		t.Errorf("first subscription got %d of %d: not shared", n1, len(msgs))
 	}
 }
+
+// TestSlowTopicDoesNotStallSiblings: two topics on one member with a
+// window of 4. Nobody reads the first topic's channel, so its fetched
+// records pile up and the topic is paused; the second topic still gets
+// every message. Then the first topic is read: it resumes and delivers
+// everything.
+func TestSlowTopicDoesNotStallSiblings(t *testing.T) {
+	c := newCluster(t)
+	slow, fast := unique("slow"), unique("fast")
+	c.createTopic(t, slow, 2)
+	c.createTopic(t, fast, 2)
+	pub := openPub(t, c.url())
+	slowMsgs := publishN(t, pub, slow, 100, func(i int) string { return fmt.Sprint(i) })
+	sub := openSub(t, c.subURL(unique("g"), "inflight", "4"))
+	chSlow, err := sub.Subscribe(context.Background(), slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chFast, err := sub.Subscribe(context.Background(), fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fastR := readTopic(chFast, nil)
+	fastMsgs := publishN(t, pub, fast, 200, func(i int) string { return fmt.Sprint(i) })
+	fastR.waitAll(t, fast, fastMsgs)
+	slowR := readTopic(chSlow, nil)
+	slowR.waitAll(t, slow, slowMsgs)
+}

@@ -47,7 +47,7 @@ type receiver struct {
 	redeliver   []*handle
 	fetchErr    error
 	closed      bool // no more records are registered
-	topicPaused bool // the queue is full: fetching of the topic paused
+	topicPaused bool // the queue stayed full: fetching of the topic paused (see member.wait)
 	ready       chan struct{}
 
 	commitReq chan struct{}
@@ -65,6 +65,7 @@ type handle struct {
 	ps      *partState
 	rec     *kgo.Record
 	attempt int32
+	queued  time.Time // when the poll loop queued it
 }
 
 func newReceiver(d *subDriver, topic string) *receiver {
@@ -105,6 +106,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 		if r.topicPaused && len(r.queue) <= r.window/2 {
 			r.topicPaused, resume = false, true
 		}
+		room := len(out) > 0 && len(r.queue) < r.window
 		err := r.fetchErr
 		if len(out) == 0 {
 			r.fetchErr = nil
@@ -112,6 +114,9 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 		r.mu.Unlock()
 		if resume {
 			r.m.cl.ResumeFetchTopics(r.topic)
+		}
+		if room {
+			r.m.roomMade()
 		}
 		if len(out) > 0 {
 			return out, nil
@@ -174,6 +179,7 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	}
 	var pause []int32
 	n := 0
+	now := time.Now()
 	ft.EachPartition(func(fp kgo.FetchPartition) {
 		fp.EachRecord(func(rec *kgo.Record) {
 			n++
@@ -189,17 +195,10 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 				ps.paused = true
 				pause = append(pause, ps.part)
 			}
-			r.queue = append(r.queue, &handle{ps: ps, rec: rec})
+			r.queue = append(r.queue, &handle{ps: ps, rec: rec, queued: now})
 		})
 	})
-	pauseTopic := !r.topicPaused && len(r.queue) >= r.window
-	if pauseTopic {
-		r.topicPaused = true
-	}
 	r.mu.Unlock()
-	if pauseTopic {
-		r.m.cl.PauseFetchTopics(r.topic)
-	}
 	if len(pause) > 0 {
 		r.m.cl.PauseFetchPartitions(map[string][]int32{r.topic: pause})
 		r.log.Warn("kafka: pausing partitions: too many records held behind an unsettled one", "partitions", pause, "max_uncommitted", r.maxUncommitted)
