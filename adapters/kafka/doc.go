@@ -29,8 +29,8 @@
 // they are. A second concurrent subscription of a topic the subscriber
 // already consumes joins as another member and competes with the first.
 // Each subscription has its own window: up to InFlight messages are
-// unsettled at a time, across its topic's partitions, with about one more
-// window fetched ahead; a topic whose fetched-ahead records wait over a
+// unsettled at a time, across its topic's partitions, with up to two more
+// windows fetched ahead; a topic whose fetched-ahead records wait over a
 // second for a slow or stuck subscription is paused, so that it holds
 // back the member's other topics for at most that second.
 //

@@ -25,7 +25,7 @@ import (
 //
 // One goroutine polls the client and routes the records to each topic's
 // receiver, which queues them until its subscription asks. It polls only
-// while every topic's queue holds less than a window, so a fast consumer's
+// while every topic's queue holds less than two windows (receiver.ahead), so a fast consumer's
 // topic is never paused (kgo drops a paused topic's buffered records and
 // fetches them again on resume, after the fetch in flight, which costs up
 // to fetch_max_wait). A topic whose full queue has waited longer than
@@ -200,7 +200,7 @@ func (m *member) full(now time.Time) bool {
 	blocked := false
 	for _, r := range m.recvs {
 		r.mu.Lock()
-		if !r.topicPaused && len(r.queue) >= r.window {
+		if !r.topicPaused && len(r.queue) >= r.ahead() {
 			if shared && now.Sub(r.queue[0].queued) >= queueGrace {
 				r.topicPaused = true
 				pause = append(pause, r.topic)

@@ -103,10 +103,10 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 			out = r.take(&r.queue, max)
 		}
 		resume := false
-		if r.topicPaused && len(r.queue) <= r.window/2 {
+		if r.topicPaused && len(r.queue) <= r.ahead()/2 {
 			r.topicPaused, resume = false, true
 		}
-		room := len(out) > 0 && len(r.queue) < r.window
+		room := len(out) > 0 && len(r.queue) < r.ahead()
 		err := r.fetchErr
 		if len(out) == 0 {
 			r.fetchErr = nil
@@ -428,3 +428,8 @@ func (r *receiver) forget(ps *partState) {
 		rememberAttempts(attemptKey{r.d.scope, r.topic, ps.part, e.offset}, e.attempt)
 	})
 }
+
+// ahead is how many records the member polls ahead for the subscription
+// before it waits: two windows, so that polling rarely waits for a
+// subscription that keeps up.
+func (r *receiver) ahead() int { return 2 * r.window }
