@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -407,7 +408,14 @@ func (r *receiver) drop(parts []int32, commit bool) {
 		r.forget(ps)
 		delete(r.parts, p)
 	}
+	// Queued records of dropped partitions go to their new owner: take
+	// them out, so they do not count against the read-ahead.
+	r.queue = slices.DeleteFunc(r.queue, func(h *handle) bool { return r.parts[h.ps.part] != h.ps })
+	if len(r.queue) == 0 {
+		r.queue = nil
+	}
 	r.mu.Unlock()
+	r.m.roomMade()
 	if len(resume) > 0 {
 		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: resume})
 	}
