@@ -79,7 +79,7 @@ func (r *topicReader) wait(t *testing.T, what string, want []*relay.Message, exa
 // TestOneGroupManyTopics: one subscriber (one group) subscribes to ten
 // topics at once, with start=latest for a group new to all of them (the
 // start position is committed while sibling subscriptions are joining and
-// rebalancing), then more topics one after another while the first ones
+// rebalancing), then ten more topics one after another while the first ones
 // keep flowing. No Subscribe fails, and every message published after its
 // Subscribe returned arrives exactly once (with start=earliest, also those
 // published before; with start=latest, none of those). With the eager
@@ -95,7 +95,7 @@ func TestOneGroupManyTopics(t *testing.T) {
 			group := unique("g")
 			pub := openPub(t, c.url("partitions", "3"))
 			sub := openSub(t, c.subURL(group, "start", start, "partitions", "3", "balancer", tc.balancer))
-			const concurrent, sequential, n = 10, 5, 30
+			const concurrent, sequential, n = 10, 10, 30
 			topics := make([]string, concurrent+sequential)
 			for i := range topics {
 				topics[i] = unique(fmt.Sprintf("many%d", i))
