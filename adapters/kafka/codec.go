@@ -12,29 +12,75 @@ import (
 // Wire format. A relay message is one Kafka record:
 //
 //   - Key: the record key (nil when Key is "").
-//   - Payload: the record value.
+//   - Payload: the record value, always present: a nil or empty Payload is
+//     a 0-byte value, never a NULL one.
 //   - ID: the header "relay-id".
 //   - Metadata: one header per entry, with the same name. Names that begin
 //     with the reserved prefix "relay-" are sent as "relay-md-" + name so
 //     they never collide with relay's own headers; the receiver strips it.
+//   - Tombstones: the metadata entry "kafka.tombstone" = "true" makes the
+//     record a tombstone (NULL value, as log compaction expects); the
+//     payload must then be empty. The entry is not sent as a header (any
+//     other value, such as "false", only removes it). A received NULL value
+//     is an empty Payload with "kafka.tombstone" = "true", so re-producing
+//     the message (a bridge) writes a tombstone again.
 //
 // A record from a foreign producer (no relay-id header) gets the ID
 // "kafka:TOPIC:PARTITION:OFFSET", the same on every delivery; all its
-// headers become metadata.
+// headers become metadata. Kafka allows a header name to repeat: the first
+// occurrence keeps its name, the 2nd, 3rd, ... become "<name>#2",
+// "<name>#3", ... (the next free number if that name is taken by another
+// header). Repeats of relay's own headers are handled alike: the first
+// relay-id is the ID and later ones are metadata "relay-id#2", ...; a
+// foreign header named "kafka.tombstone" is metadata "kafka.tombstone#2",
+// since the adapter owns that name.
 const (
 	reservedPrefix = "relay-"
 	headerID       = "relay-id"
 	metadataPrefix = "relay-md-"
+
+	// MetadataTombstone is the metadata key that marks a tombstone: "true"
+	// on a published message produces a NULL record value; a received NULL
+	// value carries it as "true".
+	MetadataTombstone = "kafka.tombstone"
 )
+
+// isTombstone reports whether m asks for a NULL record value.
+func isTombstone(m *relay.Message) bool { return m.Metadata[MetadataTombstone] == "true" }
+
+// validateTombstone refuses a kafka.tombstone entry that is neither "true"
+// nor "false", and a tombstone with a payload, which Kafka could not carry.
+func validateTombstone(m *relay.Message) error {
+	v, ok := m.Metadata[MetadataTombstone]
+	switch {
+	case !ok || v == "false":
+		return nil
+	case v != "true":
+		return &relay.LimitError{MessageID: m.ID, What: "metadata " + MetadataTombstone, Detail: fmt.Sprintf("value %q; use \"true\" for a tombstone (NULL value) or leave it out", v)}
+	case len(m.Payload) > 0:
+		return &relay.LimitError{MessageID: m.ID, What: "metadata " + MetadataTombstone, Detail: fmt.Sprintf("a tombstone has no value, but the payload has %d bytes; send an empty payload", len(m.Payload))}
+	}
+	return nil
+}
 
 func encodeRecord(topic string, m *relay.Message) *kgo.Record {
 	r := &kgo.Record{Topic: topic, Value: m.Payload}
+	if r.Value == nil {
+		r.Value = []byte{} // 0-byte value: nil would be a NULL value (a tombstone)
+	}
+	tomb := isTombstone(m)
+	if tomb {
+		r.Value = nil
+	}
 	if m.Key != "" {
 		r.Key = []byte(m.Key)
 	}
 	r.Headers = make([]kgo.RecordHeader, 0, 1+len(m.Metadata))
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: headerID, Value: []byte(m.ID)})
 	for k, v := range m.Metadata {
+		if k == MetadataTombstone {
+			continue
+		}
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: headerName(k), Value: []byte(v)})
 	}
 	return r
@@ -58,14 +104,45 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 	if len(r.Key) > 0 {
 		m.Key = string(r.Key)
 	}
-	for _, h := range r.Headers {
-		switch {
-		case h.Key == headerID:
-			m.ID = string(h.Value)
-		case strings.HasPrefix(h.Key, metadataPrefix):
-			setMD(m, h.Key[len(metadataPrefix):], h.Value)
-		default:
-			setMD(m, h.Key, h.Value)
+	if r.Value == nil {
+		m.Metadata = relay.Metadata{MetadataTombstone: "true"}
+	}
+	// First occurrences keep their names (in a first pass, so that a later
+	// repeat never takes the name of a header that comes after it); the
+	// repeats are numbered in a second pass.
+	var repeats []int
+	idSeen := false
+	for i, h := range r.Headers {
+		if h.Key == headerID {
+			if idSeen {
+				repeats = append(repeats, i)
+			} else {
+				m.ID, idSeen = string(h.Value), true
+			}
+			continue
+		}
+		name := mdName(h.Key)
+		if _, taken := m.Metadata[name]; taken || name == MetadataTombstone {
+			repeats = append(repeats, i)
+			continue
+		}
+		if m.Metadata == nil {
+			m.Metadata = make(relay.Metadata, len(r.Headers))
+		}
+		m.Metadata[name] = string(h.Value)
+	}
+	for _, i := range repeats {
+		h := r.Headers[i]
+		name := mdName(h.Key)
+		if m.Metadata == nil {
+			m.Metadata = make(relay.Metadata, len(repeats))
+		}
+		for n := 2; ; n++ {
+			k := name + "#" + strconv.Itoa(n)
+			if _, taken := m.Metadata[k]; !taken {
+				m.Metadata[k] = string(h.Value)
+				break
+			}
 		}
 	}
 	if m.ID == "" {
@@ -74,11 +151,12 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 	return m
 }
 
-func setMD(m *relay.Message, k string, v []byte) {
-	if m.Metadata == nil {
-		m.Metadata = make(relay.Metadata)
+// mdName is the metadata name of a header (relay-md- stripped).
+func mdName(header string) string {
+	if strings.HasPrefix(header, metadataPrefix) {
+		return header[len(metadataPrefix):]
 	}
-	m.Metadata[k] = string(v)
+	return header
 }
 
 func foreignID(r *kgo.Record) string {
@@ -101,7 +179,9 @@ func recordSize(m *relay.Message) int {
 	n := batchOverhead + recordOverhead + len(m.Key) + len(m.Payload)
 	n += headerOverhead + len(headerID) + len(m.ID)
 	for k, v := range m.Metadata {
-		n += headerOverhead + len(headerName(k)) + len(v)
+		if k != MetadataTombstone {
+			n += headerOverhead + len(headerName(k)) + len(v)
+		}
 	}
 	return n
 }

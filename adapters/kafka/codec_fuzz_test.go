@@ -10,7 +10,10 @@ import (
 // FuzzDecodeRecord feeds decodeRecord records as any producer could write
 // them: arbitrary key, value and headers (split from the fuzzed header
 // blob at '\n', name and value at '='). It must never panic and always
-// yields a message with an ID, since a foreign record is delivered as is.
+// yields a message with an ID, since a foreign record is delivered as is,
+// and it keeps every header: each one but the first relay-id becomes a
+// metadata entry (repeated names numbered), plus the tombstone flag for a
+// NULL value.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte("k"), []byte("payload"), "relay-id=abc\nrelay-md-relay-x=1\nplain=v", int32(0), int64(7))
 	f.Add([]byte(nil), []byte(nil), "", int32(3), int64(0))
@@ -32,6 +35,19 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if string(m.Payload) != string(value) {
 			t.Fatalf("payload %q, want %q", m.Payload, value)
+		}
+		want := len(r.Headers)
+		if hasEmptyIDHeader(r) {
+			want--
+		}
+		if r.Value == nil {
+			want++
+			if m.Metadata[MetadataTombstone] != "true" {
+				t.Fatalf("NULL value without the tombstone flag: %v", m.Metadata)
+			}
+		}
+		if len(m.Metadata) != want {
+			t.Fatalf("%d metadata entries from %d headers (value nil: %v): %v", len(m.Metadata), len(r.Headers), r.Value == nil, m.Metadata)
 		}
 	})
 }

@@ -71,7 +71,7 @@ func TestConformance(t *testing.T) {
 	// k0..k7, which Kafka's key hash (murmur2) spreads over partitions 0 and
 	// 1 only; with two members over two partitions each gets one of them.
 	pubURL := c.url("partitions", "2")
-	liveSubs := &liveCount{n: map[string]int{}}
+	liveSubs := &liveCount{n: map[string]map[*balancedSub]map[string]int{}}
 	subURL := func(group string) string { return c.subURL(group, "partitions", "2") }
 	adaptertest.Run(t, adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
@@ -105,12 +105,13 @@ func TestConformance(t *testing.T) {
 }
 
 // balancedSub makes Subscribe return once the group has rebalanced with
-// every live subscription of the test as a member holding partitions, as
-// in a deployment where consumers are running before producers start. A
-// Kafka group shares work by partitions, and a member that joins gets its
-// share only after the rebalance; without the wait, the first member of
-// the competing-consumers check takes all 200 messages before the second
-// one is assigned anything.
+// every live member of the test holding partitions, as in a deployment
+// where consumers are running before producers start. A Kafka group shares
+// work by partitions, and a member that joins gets its share only after
+// the rebalance; without the wait, the first member of the
+// competing-consumers check takes all 200 messages before the second one
+// is assigned anything. A subscriber is one member for all its topics,
+// plus one more for each further concurrent subscription of one topic.
 type balancedSub struct {
 	relay.Subscriber
 	c     *cluster
@@ -122,16 +123,35 @@ type balancedSub struct {
 	ends []func()
 }
 
+// liveCount counts the live subscriptions per group, subscriber and topic.
 type liveCount struct {
 	mu sync.Mutex
-	n  map[string]int
+	n  map[string]map[*balancedSub]map[string]int
 }
 
-func (l *liveCount) add(group string, d int) int {
+// add changes the count of (group, sub, topic) by d and returns how many
+// members the group has: per subscriber, its most subscribed topic's count.
+func (l *liveCount) add(group string, sub *balancedSub, topic string, d int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.n[group] += d
-	return l.n[group]
+	if l.n[group] == nil {
+		l.n[group] = map[*balancedSub]map[string]int{}
+	}
+	if sub != nil {
+		if l.n[group][sub] == nil {
+			l.n[group][sub] = map[string]int{}
+		}
+		l.n[group][sub][topic] += d
+	}
+	members := 0
+	for _, topics := range l.n[group] {
+		most := 0
+		for _, n := range topics {
+			most = max(most, n)
+		}
+		members += most
+	}
+	return members
 }
 
 func (b *balancedSub) Provision(ctx context.Context, topic string) error {
@@ -143,14 +163,14 @@ func (b *balancedSub) Subscribe(ctx context.Context, topic string) (<-chan *rela
 	if err != nil {
 		return nil, err
 	}
-	b.live.add(b.group, 1)
+	b.live.add(b.group, b, topic, 1)
 	var once sync.Once
-	end := func() { once.Do(func() { b.live.add(b.group, -1) }) }
+	end := func() { once.Do(func() { b.live.add(b.group, b, topic, -1) }) }
 	stop := context.AfterFunc(ctx, end)
 	b.mu.Lock()
 	b.ends = append(b.ends, func() { stop(); end() })
 	b.mu.Unlock()
-	b.c.waitBalanced(b.t, b.group, func() int { return b.live.add(b.group, 0) })
+	b.c.waitBalanced(b.t, b.group, func() int { return b.live.add(b.group, nil, "", 0) })
 	return ch, nil
 }
 

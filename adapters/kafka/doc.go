@@ -20,15 +20,38 @@
 //
 // # Subscribing
 //
-// Each Subscribe is one member of the Kafka consumer group with a client
-// of its own. Up to InFlight messages are unsettled at a time, across the
-// member's partitions. A partition's offset is committed only up to the
-// contiguous prefix of acked records: an ack of offset 12 never commits
-// past an unacked 11. Commits are asynchronous (Ack does not wait) with
-// one commit request in flight; the acked prefix is also committed when
-// partitions are revoked and when the subscription ends, and the member
-// then leaves the group at once so another member takes its partitions
-// without waiting for the session timeout.
+// A subscriber is one member of its Kafka consumer group for all the
+// topics it subscribes to: one kgo client, to which each Subscribe adds
+// its topic (AddConsumeTopics) and from which the end of a subscription
+// purges it again. Adding or removing a topic rebalances the member; it
+// never makes a sibling subscription fail, and with the default
+// cooperative-sticky balancer the other topics' partitions stay where
+// they are. A second concurrent subscription of a topic the subscriber
+// already consumes joins as another member and competes with the first.
+// Each subscription has its own window: up to InFlight messages are
+// unsettled at a time, across its topic's partitions, with up to two more
+// windows fetched ahead; a topic whose fetched-ahead records wait over a
+// second for a slow or stuck subscription is paused, so that it holds
+// back the member's other topics for at most that second.
+//
+// A partition's offset is committed only up to the contiguous prefix of
+// acked records: an ack of offset 12 never commits past an unacked 11.
+// Commits are asynchronous (Ack does not wait) with one commit request
+// in flight per subscription; the acked prefix is also committed when
+// partitions are revoked and when the subscription ends, and its topic's
+// partitions are then given up at once (the member leaves the group with
+// its last topic), so another member takes them without waiting for the
+// session timeout.
+//
+// When a subscription ends, every settlement made before has been
+// committed (or failed after retries and was logged) and its unsettled
+// records are released to the group at once. Kafka keeps a committed
+// position per partition, not per-message acks, so acked records that
+// follow an unsettled one in the same partition are delivered to the
+// group again (Capabilities().AckedAfterUnsettledRedelivered). NackAfter
+// is emulated (NativeDelay is false): a message waiting out its delay is
+// released to the group at once when its subscription ends, and may come
+// back before the delay.
 //
 // Nack redelivers the record from memory to this subscription before any
 // new record, and the commit position stays below it until it is acked;
@@ -39,6 +62,22 @@
 // Ordering is per partition, hence per Key, while no redelivery
 // intervenes. Records from foreign producers are delivered whatever their
 // headers: without a relay-id header the ID is "kafka:TOPIC:PARTITION:OFFSET".
+// A header name that repeats keeps every value: the first under its name,
+// the 2nd, 3rd, ... as metadata "<name>#2", "<name>#3", ... (the next free
+// number if another header has that name); a repeated relay-id is the ID
+// once and metadata "relay-id#2" after that.
+//
+// # Empty payloads and tombstones
+//
+// A nil or empty Payload is produced as a present 0-byte value, never as a
+// NULL value. A tombstone (NULL value, for compacted topics) is produced
+// only on request: metadata "kafka.tombstone" = "true" (MetadataTombstone)
+// with an empty payload; the entry is not sent as a header. A received
+// NULL value is an empty Payload with metadata "kafka.tombstone" = "true",
+// so a bridge that re-produces it to Kafka writes a tombstone again. Any
+// other value than "true" or "false", or a payload on a tombstone, fails
+// Publish with a *relay.LimitError. A foreign header named
+// "kafka.tombstone" is delivered as "kafka.tombstone#2".
 //
 // # Groups that do not exist yet
 //

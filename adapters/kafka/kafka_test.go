@@ -96,7 +96,7 @@ func TestForeignRecords(t *testing.T) {
 		_ = m.Ack()
 		switch i {
 		case 1:
-			if m.Key != "\xff\xfe" || m.Metadata["h"] != "second" {
+			if m.Key != "\xff\xfe" || m.Metadata["h"] != "\xc3" || m.Metadata["h#2"] != "second" {
 				t.Fatalf("odd record: key %q md %v", m.Key, m.Metadata)
 			}
 		case 2:

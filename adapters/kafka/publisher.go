@@ -78,8 +78,12 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
 func (d *pubDriver) ValidateTopic(topic string) error { return validateTopic(topic) }
 
-// ValidateMessage checks the record size as the broker counts it.
+// ValidateMessage checks the kafka.tombstone entry and the record size as
+// the broker counts it.
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+	if err := validateTombstone(m); err != nil {
+		return err
+	}
 	return driver.SizeError(m, recordSize(m), d.caps.MaxMessageBytes)
 }
 

@@ -2,13 +2,12 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/backoff"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,36 +15,41 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// receiver is one subscription: one group member (its own kgo client)
-// consuming one topic.
+// receiver is one subscription: one topic of the subscriber's group
+// member (see member), with its own in-flight window, partition trackers,
+// redelivery queue and commits.
 //
-// Records are polled up to the free in-flight slots, registered in a
-// per-partition tracker (partState) and handed out; acks move each
-// partition's commit target over the contiguous acked prefix, and a commit
-// loop sends the targets with one commit request in flight at a time. A
-// Nack puts the record into a redelivery queue that Receive serves before
-// polling again; the commit position stays below it.
+// The member's poll loop registers polled records in a per-partition
+// tracker (partState) and queues them here; Receive hands them out up to
+// the free window slots. Acks move each partition's commit target over the
+// contiguous acked prefix, and a commit loop sends the targets with one
+// commit request in flight at a time. A Nack puts the record into a
+// redelivery queue that Receive serves first; the commit position stays
+// below it.
 //
-// Rebalances: BlockRebalanceOnPoll holds revocation between a poll and the
-// registration of its records, so a revoked partition's state is never
-// recreated from a stale poll. On revocation the acked prefix is committed
-// synchronously and the partition's state dropped: later settlements of
-// its records are ignored, and the records after the commit position are
-// delivered again to the new owner.
+// On revocation the acked prefix is committed synchronously and the
+// partition's state dropped: later settlements of its records are
+// ignored, queued records of it are not handed out, and the records after
+// the commit position are delivered again to the new owner.
 type receiver struct {
 	d              *subDriver
+	m              *member // set under d.gmu before the receiver is used
 	topic          string
-	cl             *kgo.Client
 	log            *slog.Logger
+	window         int
 	maxUncommitted int
 	commitInterval time.Duration
 
 	commitMu sync.Mutex // orders commits of the loop, revocations and Close
 
-	mu        sync.Mutex
-	parts     map[int32]*partState
-	redeliver []*handle
-	wake      context.CancelFunc // interrupts a blocked poll when a Nack arrives
+	mu          sync.Mutex
+	parts       map[int32]*partState
+	queue       []*handle // polled, not yet handed out
+	redeliver   []*handle
+	fetchErr    error
+	closed      bool // no more records are registered
+	topicPaused bool // the queue stayed full: fetching of the topic paused (see member.wait)
+	ready       chan struct{}
 
 	commitReq chan struct{}
 	stop      chan struct{}
@@ -65,160 +69,147 @@ type handle struct {
 	ps      *partState
 	rec     *kgo.Record
 	attempt int32
+	queued  time.Time // when the poll loop queued it
 }
 
-func newReceiver(d *subDriver, topic string) (*receiver, error) {
+func newReceiver(d *subDriver, topic string) *receiver {
 	r := &receiver{
 		d:              d,
 		topic:          topic,
 		log:            d.cfg.Logger.With("backend", "kafka", "topic", topic, "group", d.cfg.Group),
+		window:         max(1, d.cfg.InFlight),
 		maxUncommitted: d.cfg.MaxUncommitted,
 		commitInterval: d.cfg.CommitInterval,
 		parts:          make(map[int32]*partState),
+		ready:          make(chan struct{}, 1),
 		commitReq:      make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		loopDone:       make(chan struct{}),
 	}
-	isolation := kgo.ReadCommitted()
-	if d.cfg.ReadUncommitted {
-		isolation = kgo.ReadUncommitted()
-	}
-	opts := append(append([]kgo.Opt(nil), d.opts...),
-		kgo.ConsumerGroup(d.cfg.Group),
-		kgo.ConsumeTopics(topic),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onLost),
-		// Partitions without a committed offset start at the oldest
-		// record; start=latest is applied by committing end offsets for
-		// a new group first (ensureGroupStart).
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(d.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
-		kgo.RebalanceTimeout(d.cfg.RebalanceTimeout),
-		kgo.FetchMaxWait(d.cfg.FetchMaxWait),
-		// Bound what the client buffers ahead of the in-flight window: one
-		// fetch at a time, of at most FetchMaxBytes.
-		kgo.FetchMaxBytes(int32(d.cfg.FetchMaxBytes)),
-		kgo.FetchMaxPartitionBytes(int32(max(1, d.cfg.FetchMaxBytes/4))),
-		kgo.MaxConcurrentFetches(1),
-		kgo.Balancers(d.cfg.balancer()),
-		kgo.FetchIsolationLevel(isolation),
-	)
-	clCtx, kill := context.WithCancel(context.Background())
-	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
-	if err != nil {
-		kill()
-		return nil, fmt.Errorf("kafka: %w", err)
-	}
-	r.cl, r.kill = cl, kill
 	go r.commitLoop()
-	return r, nil
+	return r
 }
 
-// Receive returns redeliveries first, otherwise polls up to max records.
+func (r *receiver) signal() {
+	select {
+	case r.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Receive returns redeliveries first, otherwise up to max queued records;
+// it waits for the member's poll loop to queue some.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
 		r.mu.Lock()
-		if out := r.takeRedeliveries(max); len(out) > 0 {
-			r.mu.Unlock()
-			return out, nil
+		out := r.take(&r.redeliver, max)
+		if len(out) == 0 {
+			out = r.take(&r.queue, max)
 		}
-		pctx, cancel := context.WithCancel(ctx)
-		r.wake = cancel
+		resume := false
+		if r.topicPaused && len(r.queue) <= r.ahead()/2 {
+			r.topicPaused, resume = false, true
+		}
+		room := len(out) > 0 && len(r.queue) < r.ahead()
+		err := r.fetchErr
+		if len(out) == 0 {
+			r.fetchErr = nil
+		}
 		r.mu.Unlock()
-
-		fs := r.cl.PollRecords(pctx, max)
-		out, err := r.register(fs)
-		r.cl.AllowRebalance()
-		cancel()
-		if len(out) > 0 {
-			if err != nil {
-				r.log.Warn("kafka: fetch error", "err", err)
-			}
-			return out, nil
+		if resume {
+			r.m.cl.ResumeFetchTopics(r.topic)
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if room {
+			r.m.roomMade()
+		}
+		if len(out) > 0 {
+			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		// Woken by a Nack, or an empty poll: look again.
+		select {
+		case <-r.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
-// takeRedeliveries pops up to max queued redeliveries of partitions still
-// owned. Call with r.mu held.
-func (r *receiver) takeRedeliveries(max int) []driver.Received {
+// take pops up to max handles of partitions still owned from q and turns
+// them into deliveries, counting each delivery. Call with r.mu held.
+func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 	var out []driver.Received
 	n := 0
-	for n < len(r.redeliver) && len(out) < max {
-		h := r.redeliver[n]
+	for n < len(*q) && len(out) < max {
+		h := (*q)[n]
 		n++
 		if r.parts[h.ps.part] != h.ps {
 			continue // partition revoked meanwhile
 		}
-		if e := h.ps.find(h.rec.Offset); e != nil {
-			e.attempt = h.attempt
+		e := h.ps.find(h.rec.Offset)
+		if e == nil {
+			continue // replaced after the log was truncated
 		}
+		e.attempt++
+		h.attempt = e.attempt
 		out = append(out, driver.Received{Msg: decodeRecord(h.rec), Attempt: int(h.attempt), Handle: h})
 	}
-	r.redeliver = r.redeliver[n:]
-	if len(r.redeliver) == 0 {
-		r.redeliver = nil
+	*q = (*q)[n:]
+	if len(*q) == 0 {
+		*q = nil
 	}
 	return out
 }
 
-// register records the polled records in their partitions' trackers
-// (while rebalances are still blocked) and turns them into deliveries.
-func (r *receiver) register(fs kgo.Fetches) ([]driver.Received, error) {
+// fetchError makes the next Receive that finds nothing to deliver return err.
+func (r *receiver) fetchError(err error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.wake = nil
-
-	var ferr error
-	fs.EachError(func(t string, p int32, err error) {
-		if ferr != nil || isCtxErr(err) {
-			return
-		}
-		if errors.Is(err, kgo.ErrClientClosed) {
-			ferr = fmt.Errorf("kafka: %w: %w", relay.ErrClosed, err)
-			return
-		}
-		ferr = fmt.Errorf("kafka: fetching %s[%d]: %w", t, p, err)
-	})
-	n := fs.NumRecords()
-	if n == 0 {
-		return nil, ferr
+	if r.fetchErr == nil {
+		r.fetchErr = err
 	}
-	out := make([]driver.Received, 0, n)
+	r.mu.Unlock()
+	r.signal()
+}
+
+// register records the polled records of the topic in their partitions'
+// trackers (while rebalances are still blocked) and queues them. It runs
+// on the member's poll loop.
+func (r *receiver) register(ft kgo.FetchTopic) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
 	var pause []int32
-	fs.EachRecord(func(rec *kgo.Record) {
-		ps := r.parts[rec.Partition]
-		if ps == nil {
-			ps = newPartState(rec.Partition)
-			r.parts[rec.Partition] = ps
-		}
-		attempt := 1 + recallAttempts(attemptKey{r.d.scope, r.topic, rec.Partition, rec.Offset})
-		ps.add(rec.Offset, rec.LeaderEpoch, attempt)
-		if !ps.paused && ps.pending() >= r.maxUncommitted && ps.stuck(r.maxUncommitted, stuckGrace, time.Now()) {
-			ps.paused = true
-			pause = append(pause, ps.part)
-		}
-		out = append(out, driver.Received{
-			Msg:     decodeRecord(rec),
-			Attempt: int(attempt),
-			Handle:  &handle{ps: ps, rec: rec, attempt: attempt},
+	n := 0
+	now := time.Now()
+	ft.EachPartition(func(fp kgo.FetchPartition) {
+		fp.EachRecord(func(rec *kgo.Record) {
+			n++
+			ps := r.parts[rec.Partition]
+			if ps == nil {
+				ps = newPartState(rec.Partition)
+				r.parts[rec.Partition] = ps
+			}
+			// Deliveries elsewhere in this process; take counts this one.
+			seen := recallAttempts(attemptKey{r.d.scope, r.topic, rec.Partition, rec.Offset})
+			ps.add(rec.Offset, rec.LeaderEpoch, seen)
+			if !ps.paused && ps.pending() >= r.maxUncommitted && ps.stuck(r.maxUncommitted, stuckGrace, time.Now()) {
+				ps.paused = true
+				pause = append(pause, ps.part)
+			}
+			r.queue = append(r.queue, &handle{ps: ps, rec: rec, queued: now})
 		})
 	})
+	r.mu.Unlock()
 	if len(pause) > 0 {
-		r.cl.PauseFetchPartitions(map[string][]int32{r.topic: pause})
+		r.m.cl.PauseFetchPartitions(map[string][]int32{r.topic: pause})
 		r.log.Warn("kafka: pausing partitions: too many records held behind an unsettled one", "partitions", pause, "max_uncommitted", r.maxUncommitted)
 	}
-	return out, ferr
+	if n > 0 {
+		r.signal()
+	}
 }
 
 // Settle applies acks to the trackers and queues nacked records for
@@ -237,7 +228,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			continue
 		}
 		if !s.Ack {
-			r.redeliver = append(r.redeliver, &handle{ps: h.ps, rec: h.rec, attempt: h.attempt + 1})
+			r.redeliver = append(r.redeliver, &handle{ps: h.ps, rec: h.rec})
 			nacked = true
 			continue
 		}
@@ -250,12 +241,12 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			resume = append(resume, h.ps.part)
 		}
 	}
-	if nacked && r.wake != nil {
-		r.wake()
-	}
 	r.mu.Unlock()
+	if nacked {
+		r.signal()
+	}
 	if len(resume) > 0 {
-		r.cl.ResumeFetchPartitions(map[string][]int32{r.topic: resume})
+		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: resume})
 	}
 	if moved && r.commitInterval == 0 {
 		// Commit before returning: the shared layer frees window slots only
@@ -276,33 +267,38 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 }
 
 // Release has nothing to do at the broker: unsettled records are simply
-// not committed, and Close leaves the group at once so that their
-// partitions move to another member without waiting for a session timeout.
+// not committed, and Close gives the topic's partitions up at once so that
+// another member gets them without waiting for a session timeout.
 func (r *receiver) Release(context.Context, []any) error { return nil }
 
-// Close commits the acked prefix of every partition, then leaves the group.
+// Close commits the acked prefix of every partition, then stops consuming
+// the topic: the member purges it (a rebalance hands its partitions to
+// the group), or leaves the group if this was its last topic. ctx bounds
+// all of it.
 func (r *receiver) Close(ctx context.Context) error {
-	defer r.kill()
-	defer context.AfterFunc(ctx, r.kill)()
 	close(r.stop)
 	<-r.loopDone
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
-	err := r.commitNow(ctx)
-	if err != nil {
+	if err := r.commitNow(ctx); err != nil {
 		r.log.Warn("kafka: final commit failed; acked records after the last commit will be delivered again", "err", err)
 	}
-	if lerr := r.cl.LeaveGroupContext(ctx); lerr != nil && !isCtxErr(lerr) {
-		r.log.Warn("kafka: leaving the group", "err", lerr)
-	}
-	r.cl.Close()
 	r.mu.Lock()
+	r.closed = true
+	var paused []int32
 	for _, ps := range r.parts {
 		r.forget(ps)
+		if ps.paused {
+			paused = append(paused, ps.part)
+		}
 	}
 	r.parts = map[int32]*partState{}
-	r.redeliver = nil
+	r.queue, r.redeliver = nil, nil
 	r.mu.Unlock()
+	if len(paused) > 0 {
+		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: paused})
+	}
+	r.d.release(ctx, r)
 	return nil
 }
 
@@ -362,7 +358,7 @@ func (r *receiver) commitNow(ctx context.Context) error {
 // confirmed. Call with r.commitMu held.
 func (r *receiver) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset, states map[int32]*partState) error {
 	var cerr error
-	r.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.topic: offsets},
+	r.m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.topic: offsets},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				cerr = err
@@ -388,19 +384,9 @@ func (r *receiver) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset
 	return cerr
 }
 
-// onRevoked commits what is acked on the partitions leaving this member
-// and drops their state. It runs on the client's group goroutine, with
-// polls blocked.
-func (r *receiver) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	r.drop(lost[r.topic], true)
-}
-
-// onLost drops the state of partitions this member no longer owns; a
-// commit would be refused, so none is tried.
-func (r *receiver) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	r.drop(lost[r.topic], false)
-}
-
+// drop commits what is acked on parts (unless commit is false: the
+// partitions were lost) and drops their state. Called from the member's
+// revocation callbacks, with polls blocked.
 func (r *receiver) drop(parts []int32, commit bool) {
 	if len(parts) == 0 {
 		return
@@ -426,9 +412,16 @@ func (r *receiver) drop(parts []int32, commit bool) {
 		r.forget(ps)
 		delete(r.parts, p)
 	}
+	// Queued records of dropped partitions go to their new owner: take
+	// them out, so they do not count against the read-ahead.
+	r.queue = slices.DeleteFunc(r.queue, func(h *handle) bool { return r.parts[h.ps.part] != h.ps })
+	if len(r.queue) == 0 {
+		r.queue = nil
+	}
 	r.mu.Unlock()
+	r.m.roomMade()
 	if len(resume) > 0 {
-		r.cl.ResumeFetchPartitions(map[string][]int32{r.topic: resume})
+		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: resume})
 	}
 	if !commit || len(offsets) == 0 {
 		return
@@ -447,3 +440,8 @@ func (r *receiver) forget(ps *partState) {
 		rememberAttempts(attemptKey{r.d.scope, r.topic, ps.part, e.offset}, e.attempt)
 	})
 }
+
+// ahead is how many records the member polls ahead for the subscription
+// before it waits: two windows, so that polling rarely waits for a
+// subscription that keeps up.
+func (r *receiver) ahead() int { return 2 * r.window }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-relay/relay"
@@ -66,7 +67,10 @@ type subDriver struct {
 	topics *topicMaker
 	caps   relay.Capabilities
 	scope  string  // identifies brokers and group for the attempt memory
-	health *health // shared by the admin client and every receiver's client
+	health *health // shared by the admin client and every member's client
+
+	gmu     sync.Mutex
+	members []*member // group members of this subscriber; see Subscribe
 }
 
 // Health implements relay.HealthChecker: nil while some broker answers the
@@ -103,10 +107,32 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 }
 
 // ensureGroupStart commits the configured start position for a group with
-// no commit on topic and no live members. With live members the group
-// positions itself; with some commits, partitions lacking one start at
-// the oldest record, so nothing published to them is skipped.
+// no commit on topic. A group without members takes it through the admin
+// API; a group of which this subscriber is a member takes it through that
+// member (Kafka refuses an admin commit while the group has members). In a
+// group whose only members are other subscribers, those position it; with
+// some commits, partitions lacking one start at the oldest record, so
+// nothing published to them is skipped. A commit refused because the group
+// is rebalancing or gained a member meanwhile is tried again, until ctx
+// ends.
 func (d *subDriver) ensureGroupStart(ctx context.Context, topic string) error {
+	bo := backoff.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
+	for {
+		err := d.tryGroupStart(ctx, topic)
+		if err == nil || !errors.Is(err, errGroupMoved) {
+			return err
+		}
+		if !bo.Sleep(ctx) {
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// errGroupMoved marks a start-position commit refused because the group's
+// membership changed under it; ensureGroupStart tries again.
+var errGroupMoved = errors.New("the group's membership changed")
+
+func (d *subDriver) tryGroupStart(ctx context.Context, topic string) error {
 	group := d.cfg.Group
 	fetched, err := d.adm.FetchOffsets(ctx, group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
@@ -131,23 +157,61 @@ func (d *subDriver) ensureGroupStart(ctx context.Context, topic string) error {
 	if err != nil {
 		return fmt.Errorf("kafka: describing group %q: %w", group, err)
 	}
+	var via *member
 	if g, ok := described[group]; ok && g.Err == nil && len(g.Members) > 0 {
-		return nil
+		if via = d.joinedMember(); via == nil {
+			return nil
+		}
 	}
 	listed, err := d.listStart(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("kafka: listing offsets of %q: %w", topic, err)
 	}
-	offsets := make(kadm.Offsets)
-	listed.Each(func(l kadm.ListedOffset) {
-		offsets.Add(kadm.Offset{Topic: l.Topic, Partition: l.Partition, At: l.Offset, LeaderEpoch: -1})
-	})
-	resp, err := d.adm.CommitOffsets(ctx, group, offsets)
-	if err == nil {
-		err = resp.Error()
+	if via != nil {
+		err = via.commitStart(ctx, topic, listed)
+		if errors.Is(err, kgo.ErrClientClosed) {
+			// The member left meanwhile (its last subscription ended):
+			// the next try finds the group without it.
+			err = fmt.Errorf("%w: %w", errGroupMoved, err)
+		}
+	} else {
+		offsets := make(kadm.Offsets)
+		listed.Each(func(l kadm.ListedOffset) {
+			offsets.Add(kadm.Offset{Topic: l.Topic, Partition: l.Partition, At: l.Offset, LeaderEpoch: -1})
+		})
+		var resp kadm.OffsetResponses
+		resp, err = d.adm.CommitOffsets(ctx, group, offsets)
+		if err == nil {
+			err = resp.Error()
+		}
+	}
+	if movedErr(err) {
+		return fmt.Errorf("kafka: committing the start position of group %q on %q: %w: %w", group, topic, errGroupMoved, err)
 	}
 	if err != nil {
 		return fmt.Errorf("kafka: committing the start position of group %q on %q: %w", group, topic, err)
+	}
+	return nil
+}
+
+// movedErr reports whether a commit was refused because of the group's
+// membership or a rebalance, which a later try can get past.
+func movedErr(err error) bool {
+	return errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration) ||
+		errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.FencedInstanceID) ||
+		errors.Is(err, kerr.StaleMemberEpoch) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorNotAvailable)
+}
+
+// joinedMember returns a member of this subscriber that has joined the
+// group, or nil.
+func (d *subDriver) joinedMember() *member {
+	d.gmu.Lock()
+	defer d.gmu.Unlock()
+	for _, m := range d.members {
+		if m.joined() {
+			return m
+		}
 	}
 	return nil
 }
@@ -177,10 +241,15 @@ func (d *subDriver) listStart(ctx context.Context, topic string) (kadm.ListedOff
 	}
 }
 
-// Subscribe joins the group for topic with a client of its own. The topic
-// is created if missing (unless create_topics=false); with start=latest a
-// new group's position is fixed first, so nothing published after
-// Subscribe returns is skipped.
+// Subscribe consumes topic for the group. The subscriber's subscriptions
+// share one group member (one kgo client) as long as their topics differ:
+// the topic is added to the member's subscription, which rebalances the
+// member without disturbing the other topics' subscriptions. A second
+// concurrent subscription of a topic the member already consumes joins as
+// another member (competing with the first, as separate subscribers
+// would). The topic is created if missing (unless create_topics=false);
+// with start=latest a group new to the topic has its position fixed
+// first, so nothing published after Subscribe returns is skipped.
 func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
 	if err := validateTopic(topic); err != nil {
 		return nil, err
@@ -195,7 +264,38 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 			return nil, err
 		}
 	}
-	return newReceiver(d, topic)
+	r := newReceiver(d, topic)
+	d.gmu.Lock()
+	defer d.gmu.Unlock()
+	for _, m := range d.members {
+		if m.receiver(topic) == nil {
+			m.add(r)
+			return r, nil
+		}
+	}
+	m, err := newMember(d, r)
+	if err != nil {
+		close(r.stop)
+		<-r.loopDone
+		return nil, err
+	}
+	d.members = append(d.members, m)
+	return r, nil
+}
+
+// release takes r's topic out of its member, and closes the member
+// (leaving the group) when r was its last subscription.
+func (d *subDriver) release(ctx context.Context, r *receiver) {
+	d.gmu.Lock()
+	m := r.m
+	last := m.remove(r)
+	if last {
+		d.members = slices.DeleteFunc(d.members, func(x *member) bool { return x == m })
+	}
+	d.gmu.Unlock()
+	if last {
+		m.close(ctx)
+	}
 }
 
 func isCtxErr(err error) bool {
