@@ -36,8 +36,18 @@ func TestUnroutable(t *testing.T) {
 		t.Fatalf("error %v does not name both messages", err)
 	}
 	var ue *amqp.UnroutableError
-	if !errors.As(err, &ue) || ue.ReplyCode != 312 || ue.Exchange != topic {
+	if !errors.As(err, &ue) || ue.ReplyCode != 312 || ue.Exchange != topic || ue.Topic != topic {
 		t.Errorf("UnroutableError %+v", ue)
+	}
+	// The text names the provisioning command and each message ID once
+	// (the PublishError names it; the UnroutableError does not repeat it).
+	want := fmt.Sprintf("relay: 2 message(s) not published; %[1]s: %[3]s; %[2]s: %[3]s", a.ID, b.ID,
+		fmt.Sprintf("amqp: message unroutable: no queue is bound to exchange %q for routing key %q (broker reply 312 NO_ROUTE); provision a group first with `relay provision URL %s --group GROUP` (or Subscriber.Provision), or check the binding keys", topic, "", topic))
+	if err.Error() != want {
+		t.Errorf("error text\n%s\nwant\n%s", err, want)
+	}
+	if n := strings.Count(err.Error(), a.ID); n != 1 {
+		t.Errorf("message ID %s appears %d times in %q", a.ID, n, err)
 	}
 
 	// A group bound to key "routed" only: the batch partly fails.

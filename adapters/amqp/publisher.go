@@ -226,7 +226,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			case stUnroutable:
 				r := res.returns[i]
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
-					MessageID: m.ID, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
+					MessageID: m.ID, Topic: topic, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
 			case stNacked:
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
 			case stPending:
