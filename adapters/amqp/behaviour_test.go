@@ -462,3 +462,53 @@ func TestUnroutableConcurrentSharedChannel(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Names RabbitMQ cannot use are refused up front, with ErrInvalidTopic, by
+// Publish, Subscribe and Provision: control characters (a topic with a
+// newline used to be declared and then retried forever with 404s), invalid
+// UTF-8, and names over 255 bytes (for the queue, with the group suffix).
+func TestInvalidTopics(t *testing.T) {
+	c := newCleaner(t)
+	group := unique("g")
+	pub := openPub(t)
+	sub := openSub(t, c, group)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	long := strings.Repeat("x", 256)
+	// Fits an exchange name, but not "<topic>.<group>" plus a delay suffix.
+	longForQueue := strings.Repeat("y", 255-len(group))
+	bad := map[string]string{
+		"newline":         "orders\ncreated",
+		"carriage return": "orders\r",
+		"NUL":             "a\x00b",
+		"unit separator":  "a\x1fb",
+		"DEL":             "a\x7f",
+		"invalid UTF-8":   "a\xffb",
+		"over 255 bytes":  long,
+	}
+	for name, topic := range bad {
+		if err := pub.Publish(ctx, topic, relay.NewMessage([]byte("x"))); !errors.Is(err, relay.ErrInvalidTopic) {
+			t.Errorf("%s: Publish = %v, want ErrInvalidTopic", name, err)
+		}
+	}
+	bad["queue name over 255 bytes"] = longForQueue
+	for name, topic := range bad {
+		if err := sub.Subscriber.Provision(ctx, topic); !errors.Is(err, relay.ErrInvalidTopic) {
+			t.Errorf("%s: Provision = %v, want ErrInvalidTopic", name, err)
+		}
+		ch, err := sub.Subscriber.Subscribe(ctx, topic)
+		if !errors.Is(err, relay.ErrInvalidTopic) {
+			t.Errorf("%s: Subscribe = %v, want ErrInvalidTopic", name, err)
+		}
+		if ch != nil {
+			t.Errorf("%s: Subscribe returned a channel", name)
+		}
+	}
+	// A tab is a control character too; a plain space and non-ASCII letters are fine.
+	if err := pub.Publish(ctx, "a\tb", relay.NewMessage(nil)); !errors.Is(err, relay.ErrInvalidTopic) {
+		t.Errorf("tab: Publish = %v, want ErrInvalidTopic", err)
+	}
+	ok := unique("commandes reçues")
+	relaytest.Provision(t, sub, ok)
+	relaytest.Publish(t, pub, ok, relay.NewMessage([]byte("ok")))
+}

@@ -72,10 +72,16 @@ func isDelayQueueOf(queue string) func(string) bool {
 // longest delay queue suffix, for name length checks
 var maxDelaySuffix = len(delayInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
 
+// checkName checks a broker name derived from a topic (with the prefixes and
+// the group): valid UTF-8, no control characters (bytes below 0x20 and
+// 0x7f: RabbitMQ takes some of them in a declare and then cannot find the
+// name again), at most 255 bytes with extra bytes of suffix, not amq.*.
 func checkName(kind, name string, extra int) error {
 	switch {
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%w: %s name %q is not valid UTF-8", relay.ErrInvalidTopic, kind, name)
+	case strings.IndexFunc(name, isControl) >= 0:
+		return fmt.Errorf("%w: %s name %q contains a control character (bytes 0x00-0x1f and 0x7f are not allowed in RabbitMQ names)", relay.ErrInvalidTopic, kind, name)
 	case len(name)+extra > shortstrMax:
 		return fmt.Errorf("%w: %s name %q is too long (%d bytes, at most %d)", relay.ErrInvalidTopic, kind, name, len(name), shortstrMax-extra)
 	case strings.HasPrefix(name, "amq."):
@@ -83,6 +89,8 @@ func checkName(kind, name string, extra int) error {
 	}
 	return nil
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func (n names) validatePublish(topic string) error {
 	return checkName("exchange", n.exchange(topic), 0)
