@@ -512,3 +512,49 @@ func TestInvalidTopics(t *testing.T) {
 	relaytest.Provision(t, sub, ok)
 	relaytest.Publish(t, pub, ok, relay.NewMessage([]byte("ok")))
 }
+
+// A nil and an empty Payload travel the same way: a present 0-byte body
+// (a raw AMQP consumer sees two identical empty bodies), and a relay
+// subscriber gets a non-nil empty Payload for both.
+func TestNilAndEmptyPayload(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("empty")
+	sub := openSub(t, c, unique("g"))
+	relaytest.Provision(t, sub, topic)
+
+	raw := rawChannel(t)
+	q, err := raw.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueueBind(q.Name, "", topic, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	rawDels, err := raw.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	nilMsg := relay.NewMessage(nil)
+	emptyMsg := relay.NewMessage([]byte{})
+	relaytest.Publish(t, openPub(t), topic, nilMsg, emptyMsg)
+
+	for _, want := range []string{nilMsg.ID, emptyMsg.ID} {
+		select {
+		case d := <-rawDels:
+			if d.MessageId != want || d.Body == nil || len(d.Body) != 0 {
+				t.Errorf("raw delivery %s body %#v, want %s with a present empty body", d.MessageId, d.Body, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("raw consumer: no delivery of %s", want)
+		}
+	}
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	for _, want := range []string{nilMsg.ID, emptyMsg.ID} {
+		got := relaytest.Next(t, ch, "empty payload")
+		if got.ID != want || got.Payload == nil || len(got.Payload) != 0 {
+			t.Errorf("delivered %s payload %#v, want %s with non-nil empty payload", got.ID, got.Payload, want)
+		}
+		_ = got.Ack()
+	}
+}

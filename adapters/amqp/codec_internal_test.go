@@ -190,3 +190,20 @@ func TestHeaderSizesAgree(t *testing.T) {
 		t.Errorf("tableSize %d, want %d", got, want)
 	}
 }
+
+// A delivery whose body the client left nil reads as a present, empty
+// payload (project rule: nil and empty are not distinguished, reads give
+// empty).
+func TestDecodeNilBodyIsEmpty(t *testing.T) {
+	for _, body := range [][]byte{nil, {}} {
+		got := decode(&amqp091.Delivery{MessageId: "m", Body: body}, nil).msg
+		if got.Payload == nil || len(got.Payload) != 0 {
+			t.Errorf("body %#v decoded to payload %#v, want non-nil empty", body, got.Payload)
+		}
+	}
+	for _, p := range [][]byte{nil, {}} {
+		if b := encode(&relay.Message{ID: "m", Payload: p}).Body; len(b) != 0 {
+			t.Errorf("payload %#v encoded to body %q", p, b)
+		}
+	}
+}
