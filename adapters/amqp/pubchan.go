@@ -31,6 +31,7 @@ var errChannelGone = errors.New("amqp: channel closed before the broker confirme
 
 type pubChan struct {
 	sup       *supervisor
+	conn      *amqp091.Connection // ch's
 	ch        *amqp091.Channel
 	gen       uint64
 	confirm   bool
@@ -86,14 +87,15 @@ func (b *pubBatch) count() int {
 	return b.finished
 }
 
-// openPubChan opens a publishing channel on the current connection.
+// openPubChan opens a publishing channel on the current connection, within
+// ctx.
 func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) (*pubChan, error) {
-	ch, gen, err := sup.openChannel(ctx)
+	ch, conn, gen, err := sup.openChannel(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pc := &pubChan{
-		sup: sup, ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
+		sup: sup, conn: conn, ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
 		closed:   ch.NotifyClose(make(chan *amqp091.Error, 1)),
 		pending:  map[uint64]pendingMsg{},
 		returned: map[string][]amqp091.Return{},
@@ -103,7 +105,7 @@ func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) 
 		close(pc.done)
 		return pc, nil
 	}
-	if err := ch.Confirm(false); err != nil {
+	if err := sup.rpc(ctx, conn, func() error { return ch.Confirm(false) }); err != nil {
 		_ = ch.Close()
 		return nil, fmt.Errorf("amqp: enabling publisher confirms: %w", err)
 	}

@@ -155,16 +155,20 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 	return nil
 }
 
-func (d *pubDriver) ensureExchange(pc *pubChan, ex string) error {
+// ensureExchange declares ex on pc's connection unless it was declared on
+// it already, within ctx (see bounded).
+func (d *pubDriver) ensureExchange(ctx context.Context, pc *pubChan, ex string) error {
 	d.mu.Lock()
 	g, ok := d.declared[ex]
 	d.mu.Unlock()
 	if ok && g == pc.gen {
 		return nil
 	}
-	pc.wmu.Lock() // one RPC at a time on a shared channel
-	err := declareExchange(pc.ch, ex, d.cfg.ExchangeKind)
-	pc.wmu.Unlock()
+	err := d.sup.rpc(ctx, pc.conn, func() error {
+		pc.wmu.Lock() // one RPC at a time on a shared channel
+		defer pc.wmu.Unlock()
+		return declareExchange(pc.ch, ex, d.cfg.ExchangeKind)
+	})
 	if err != nil {
 		return err
 	}
@@ -209,8 +213,8 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			lastErr = err
 			continue
 		}
-		if err := d.ensureExchange(pc, ex); err != nil {
-			if isPermanent(err) {
+		if err := d.ensureExchange(ctx, pc, ex); err != nil {
+			if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
 				return giveUp(err)
 			}
 			lastErr = err

@@ -127,15 +127,15 @@ func (d *subDriver) provisionOnce(ctx context.Context, topic string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.ensureDLX(conn, gen); err != nil {
+	if err := d.ensureDLX(ctx, conn, gen); err != nil {
 		return err
 	}
-	ch, err := conn.Channel()
+	ch, err := d.sup.channelOn(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("amqp: opening a channel: %w", err)
+		return err
 	}
 	defer d.closeChannel(ch)
-	return d.declareGroup(ch, topic)
+	return d.sup.rpc(ctx, conn, func() error { return d.declareGroup(ch, topic) })
 }
 
 // Subscribe implements driver.SubscribeDriver. When connected it sets the
@@ -158,8 +158,14 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		log:        d.log.With("topic", topic),
 	}
 	if d.sup.current() != 0 {
-		if err := r.setup(ctx); err != nil {
-			if isPermanent(err) || errors.Is(err, relay.ErrClosed) {
+		// Bounded by connect_timeout too: a broker that does not answer
+		// within it is taken as hung (the connection is redialled) and the
+		// subscription starts once the connection is back.
+		sctx, cancel := context.WithTimeout(ctx, d.cfg.ConnectTimeout)
+		err := r.setup(sctx)
+		cancel()
+		if err != nil {
+			if isPermanent(err) || errors.Is(err, relay.ErrClosed) || ctx.Err() != nil {
 				return nil, err
 			}
 			d.log.Warn("relay: subscribing failed; retrying", "topic", topic, "err", err)
@@ -196,31 +202,35 @@ type handle struct {
 	attempt int
 }
 
-// setup opens a channel, declares the topology and starts consuming.
+// setup opens a channel, declares the topology and starts consuming, every
+// broker call within ctx (see bounded).
 func (r *receiver) setup(ctx context.Context) error {
-	conn, connGen, err := r.d.sup.get(ctx)
+	sup := r.d.sup
+	conn, connGen, err := sup.get(ctx)
 	if err != nil {
 		return err
 	}
-	if err := r.d.ensureDLX(conn, connGen); err != nil {
+	if err := r.d.ensureDLX(ctx, conn, connGen); err != nil {
 		return err
 	}
-	ch, err := conn.Channel()
+	ch, err := sup.channelOn(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("amqp: opening a channel: %w", err)
+		return err
 	}
 	fail := func(err error) error {
 		r.d.closeChannel(ch)
 		return err
 	}
-	if err := r.d.declareGroup(ch, r.topic); err != nil {
+	if err := sup.rpc(ctx, conn, func() error { return r.d.declareGroup(ch, r.topic) }); err != nil {
 		return fail(err)
 	}
-	if err := ch.Qos(r.d.cfg.InFlight, 0, false); err != nil {
+	if err := sup.rpc(ctx, conn, func() error { return ch.Qos(r.d.cfg.InFlight, 0, false) }); err != nil {
 		return fail(fmt.Errorf("amqp: setting prefetch: %w", err))
 	}
 	tag := "relay-" + relay.NewID()
-	dels, err := ch.Consume(r.queue, tag, false, false, false, false, nil)
+	dels, err := bounded(ctx, sup, conn, func() (<-chan amqp091.Delivery, error) {
+		return ch.Consume(r.queue, tag, false, false, false, false, nil)
+	}, nil)
 	if err != nil {
 		return fail(fmt.Errorf("amqp: consuming queue %q: %w", r.queue, err))
 	}
@@ -381,8 +391,14 @@ func (r *receiver) Release(_ context.Context, handles []any) error {
 	r.mu.Lock()
 	gen, ch, tag := r.gen, r.ch, r.tag
 	r.mu.Unlock()
-	if ch != nil && !ch.IsClosed() {
-		_ = ch.Cancel(tag, false)
+	if ch == nil || ch.IsClosed() {
+		return nil // the broker requeued everything unacked on it
+	}
+	// No wait for cancel-ok: the broker handles the cancel before the
+	// nacks that follow on the channel, and a broker that stopped
+	// answering does not hold Release up.
+	if err := ch.Cancel(tag, true); err != nil {
+		return fmt.Errorf("amqp: cancelling the consumer: %w", err)
 	}
 	ops := make(map[uint64]settleOp, len(handles))
 	for _, x := range handles {
@@ -476,7 +492,13 @@ func (r *receiver) republishCopies(ctx context.Context, items []repubItem) []boo
 		}
 		k := delayBucket(it.delay)
 		if r.delayReady[k] != pc.gen {
-			if _, err := declareDelayQueue(pc.ch, r.queue, k); err != nil {
+			err := r.d.sup.rpc(ctx, pc.conn, func() error {
+				pc.wmu.Lock() // one RPC at a time on the channel
+				defer pc.wmu.Unlock()
+				_, err := declareDelayQueue(pc.ch, r.queue, k)
+				return err
+			})
+			if err != nil {
 				r.log.Warn("relay: cannot declare delay queue; requeueing", "err", err)
 				r.dropPub()
 				return done

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -168,8 +169,9 @@ func declareDelayQueue(ch *amqp091.Channel, queue string, k int) (string, error)
 
 // ensureDLX makes sure the configured dead-letter exchange exists: an
 // existing one is used as it is (any kind), a missing one is declared as a
-// durable fanout exchange. Checked once per connection.
-func (d *subDriver) ensureDLX(conn *amqp091.Connection, gen uint64) error {
+// durable fanout exchange. Checked once per connection, within ctx (see
+// bounded).
+func (d *subDriver) ensureDLX(ctx context.Context, conn *amqp091.Connection, gen uint64) error {
 	dlx := d.cfg.DeadLetterExchange
 	if dlx == "" {
 		return nil
@@ -180,22 +182,25 @@ func (d *subDriver) ensureDLX(conn *amqp091.Connection, gen uint64) error {
 	if done {
 		return nil
 	}
-	ch, err := conn.Channel()
+	ch, err := d.sup.channelOn(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("amqp: opening a channel: %w", err)
+		return err
 	}
-	err = ch.ExchangeDeclarePassive(dlx, KindFanout, true, false, false, false, nil)
+	err = d.sup.rpc(ctx, conn, func() error {
+		return ch.ExchangeDeclarePassive(dlx, KindFanout, true, false, false, false, nil)
+	})
 	if err == nil {
-		_ = ch.Close()
+		d.closeChannel(ch)
 	} else {
 		if !isNotFound(err) {
+			d.closeChannel(ch)
 			return fmt.Errorf("amqp: checking dead_letter_exchange %q: %w", dlx, err)
 		}
-		if ch, err = conn.Channel(); err != nil {
-			return fmt.Errorf("amqp: opening a channel: %w", err)
+		if ch, err = d.sup.channelOn(ctx, conn); err != nil {
+			return err
 		}
-		err = declareExchange(ch, dlx, KindFanout)
-		_ = ch.Close()
+		err = d.sup.rpc(ctx, conn, func() error { return declareExchange(ch, dlx, KindFanout) })
+		d.closeChannel(ch)
 		if err != nil {
 			return fmt.Errorf("dead_letter_exchange: %w", err)
 		}
