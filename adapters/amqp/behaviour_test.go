@@ -236,6 +236,60 @@ func TestClassicAttemptsExact(t *testing.T) {
 	}
 }
 
+// Attempt grows by one with every redelivery on every queue type and nack
+// mode, for a release by the end of a subscription (the default classic
+// queue used to show 1, 2, 2) and for Nack with nack_mode=requeue (1, 2,
+// 2, 2 on classic queues).
+func TestAttemptGrowsOnEveryRedelivery(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kv   []string
+	}{
+		{"classic", nil},
+		{"classic requeue", []string{"nack_mode", "requeue"}},
+		{"quorum", []string{"queue_type", "quorum"}},
+	} {
+		t.Run(tc.name+"/release", func(t *testing.T) {
+			c := newCleaner(t)
+			topic := unique("attempt-release")
+			sub := openSub(t, c, unique("g"), tc.kv...)
+			relaytest.Provision(t, sub, topic)
+			m := relay.NewMessage([]byte("r"))
+			relaytest.Publish(t, openPub(t), topic, m)
+			for attempt := 1; attempt <= 3; attempt++ {
+				ch, end := relaytest.Subscribe(t, sub, topic)
+				got := relaytest.Next(t, ch, "delivery")
+				if got.ID != m.ID || got.Attempt() != attempt {
+					t.Fatalf("delivery %d: %s attempt %d, want %s attempt %d", attempt, got.ID, got.Attempt(), m.ID, attempt)
+				}
+				end() // released unsettled
+				for range ch {
+				}
+			}
+		})
+		t.Run(tc.name+"/nack", func(t *testing.T) {
+			c := newCleaner(t)
+			topic := unique("attempt-nack")
+			sub := openSub(t, c, unique("g"), tc.kv...)
+			relaytest.Provision(t, sub, topic)
+			m := relay.NewMessage([]byte("n"))
+			relaytest.Publish(t, openPub(t), topic, m)
+			ch, _ := relaytest.Subscribe(t, sub, topic)
+			for attempt := 1; attempt <= 4; attempt++ {
+				got := relaytest.Next(t, ch, "delivery")
+				if got.ID != m.ID || got.Attempt() != attempt {
+					t.Fatalf("delivery %d: %s attempt %d, want %s attempt %d", attempt, got.ID, got.Attempt(), m.ID, attempt)
+				}
+				if attempt < 4 {
+					_ = got.Nack()
+				} else {
+					_ = got.Ack()
+				}
+			}
+		})
+	}
+}
+
 // requeue_on_nack=false and delivery_limit move messages to the
 // dead-letter exchange, where a relay subscriber of that name gets them.
 func TestDeadLetter(t *testing.T) {

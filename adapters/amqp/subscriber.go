@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -68,6 +69,11 @@ type subDriver struct {
 	names names
 	caps  relay.Capabilities
 	log   *slog.Logger
+
+	// requeued remembers the next attempt of messages requeued with
+	// basic.nack on a classic queue (nack_mode=requeue, or a republish
+	// that failed), which the broker does not count.
+	requeued attemptMemo
 
 	mu     sync.Mutex
 	dlxGen uint64
@@ -312,6 +318,12 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 	}
 }
 
+// received computes Attempt: on quorum queues from x-delivery-count; on
+// classic queues from the x-relay-attempt header of relay's republished
+// copies (Nack, NackAfter, release) plus one for the redelivered flag (a
+// requeue relay did not count: a lost channel or process), and at least
+// the attempt this process remembers for a message it requeued itself
+// (nack_mode=requeue).
 func (r *receiver) received(d *amqp091.Delivery, gen uint64) driver.Received {
 	dec := decode(d, r.isDelay)
 	attempt := dec.base
@@ -319,12 +331,16 @@ func (r *receiver) received(d *amqp091.Delivery, gen uint64) driver.Received {
 		if dec.count > 0 {
 			attempt += dec.count
 		}
-	} else if d.Redelivered {
-		attempt++
+	} else {
+		if d.Redelivered {
+			attempt = max(attempt+1, r.d.requeued.get(r.memoKey(dec.msg.ID)))
+		}
 	}
 	h := &handle{gen: gen, del: d, id: dec.msg.ID, key: dec.msg.Key, attempt: attempt}
 	return driver.Received{Msg: dec.msg, Attempt: attempt, Handle: h}
 }
+
+func (r *receiver) memoKey(id string) memoKey { return memoKey{r.queue, id} }
 
 type settleOp uint8
 
@@ -371,41 +387,85 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			ops[h.del.DeliveryTag] = opRequeue
 		}
 	}
-	if len(repub) > 0 {
-		done := r.republishCopies(ctx, repub)
-		for i, it := range repub {
-			if done[i] {
-				ops[it.h.del.DeliveryTag] = opAck
-			} else {
-				ops[it.h.del.DeliveryTag] = opRequeue // fall back: redeliver now
-			}
-		}
-	}
+	r.republishOrRequeue(ctx, repub, ops)
+	r.remember(batch, gen, ops)
 	return r.apply(gen, ops)
 }
 
+// republishOrRequeue publishes a copy of each item (see republishCopies)
+// and sets ops to ack the originals the broker confirmed a copy of, and to
+// requeue the others. A crash between a confirmed copy and the ack of its
+// original leaves both in the queue: a duplicate, never a loss.
+func (r *receiver) republishOrRequeue(ctx context.Context, repub []repubItem, ops map[uint64]settleOp) {
+	if len(repub) == 0 {
+		return
+	}
+	done := r.republishCopies(ctx, repub)
+	for i, it := range repub {
+		if done[i] {
+			ops[it.h.del.DeliveryTag] = opAck
+		} else {
+			ops[it.h.del.DeliveryTag] = opRequeue // fall back: redeliver now
+		}
+	}
+}
+
+// remember records the next attempt of messages about to be requeued on a
+// classic queue (nack_mode=requeue, or a republish that failed), which the
+// broker does not count, and forgets the others.
+func (r *receiver) remember(handles []driver.Settle, gen uint64, ops map[uint64]settleOp) {
+	if r.quorum {
+		return
+	}
+	for _, s := range handles {
+		h := s.Handle.(*handle)
+		if h.gen != gen {
+			continue
+		}
+		if ops[h.del.DeliveryTag] == opRequeue {
+			r.d.requeued.put(r.memoKey(h.id), h.attempt+1)
+		} else {
+			r.d.requeued.drop(r.memoKey(h.id))
+		}
+	}
+}
+
 // Release implements driver.Receiver: the consumer is cancelled (so that
-// nothing more is delivered to it) and unsettled messages are requeued at
-// once.
-func (r *receiver) Release(_ context.Context, handles []any) error {
+// nothing more is delivered to it) and unsettled messages go back to the
+// queue at once, counted as a redelivery: on quorum queues by requeue (the
+// broker counts), on classic queues like a plain Nack (a copy with the next
+// attempt, then the ack of the original, with nack_mode=republish; a
+// requeue remembered in process with nack_mode=requeue).
+func (r *receiver) Release(ctx context.Context, handles []any) error {
 	r.mu.Lock()
 	gen, ch, tag := r.gen, r.ch, r.tag
 	r.mu.Unlock()
 	if ch == nil || ch.IsClosed() {
 		return nil // the broker requeued everything unacked on it
 	}
-	// No wait for cancel-ok: the broker handles the cancel before the
-	// nacks that follow on the channel, and a broker that stopped
+	// No wait for cancel-ok: the broker handles the cancel before the acks
+	// and nacks that follow on the channel, and a broker that stopped
 	// answering does not hold Release up.
 	if err := ch.Cancel(tag, true); err != nil {
 		return fmt.Errorf("amqp: cancelling the consumer: %w", err)
 	}
 	ops := make(map[uint64]settleOp, len(handles))
+	var repub []repubItem
+	settles := make([]driver.Settle, 0, len(handles))
 	for _, x := range handles {
-		if h := x.(*handle); h.gen == gen {
+		h := x.(*handle)
+		if h.gen != gen {
+			continue
+		}
+		settles = append(settles, driver.Settle{Handle: h})
+		if r.republish && !r.quorum {
+			repub = append(repub, repubItem{h: h})
+		} else {
 			ops[h.del.DeliveryTag] = opRequeue
 		}
 	}
+	r.republishOrRequeue(ctx, repub, ops)
+	r.remember(settles, gen, ops)
 	return r.apply(gen, ops)
 }
 
@@ -595,3 +655,65 @@ func (r *receiver) Close() error {
 
 // Health implements relay.HealthChecker: nil while connected.
 func (d *subDriver) Health() error { return d.sup.health() }
+
+// attemptMemo maps a message (queue and ID) to the attempt of its next
+// delivery, for requeues the broker does not count. It holds at most
+// memoMax entries, dropping the oldest: a message requeued by this process
+// and then taken and settled by another one is never forgotten otherwise.
+type attemptMemo struct {
+	size atomic.Int64 // len(next), read without mu
+	mu   sync.Mutex
+	next map[memoKey]int
+	fifo []memoKey // insertion order; may hold keys dropped since
+}
+
+type memoKey struct{ queue, id string }
+
+const memoMax = 1 << 16
+
+func (a *attemptMemo) get(k memoKey) int {
+	if a.size.Load() == 0 {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.next[k]
+}
+
+func (a *attemptMemo) put(k memoKey, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	defer func() { a.size.Store(int64(len(a.next))) }()
+	if a.next == nil {
+		a.next = map[memoKey]int{}
+	}
+	if _, ok := a.next[k]; !ok {
+		a.fifo = append(a.fifo, k)
+	}
+	a.next[k] = n
+	for len(a.next) > memoMax {
+		delete(a.next, a.fifo[0])
+		a.fifo = a.fifo[1:]
+	}
+	if len(a.fifo) > 2*len(a.next)+64 {
+		kept := make([]memoKey, 0, len(a.next))
+		seen := make(map[memoKey]bool, len(a.next))
+		for _, k := range a.fifo {
+			if _, ok := a.next[k]; ok && !seen[k] {
+				seen[k] = true
+				kept = append(kept, k)
+			}
+		}
+		a.fifo = kept
+	}
+}
+
+func (a *attemptMemo) drop(k memoKey) {
+	if a.size.Load() == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.next, k)
+	a.size.Store(int64(len(a.next)))
+}
