@@ -3,7 +3,9 @@ package amqp_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,5 +171,120 @@ func TestHungBrokerClose(t *testing.T) {
 	}
 	if _, ok := <-ch; ok {
 		t.Error("subscription channel delivered after Close")
+	}
+}
+
+// stallProxy forwards TCP connections to upstream; after stall it stops
+// reading from both sides, as a peer whose host froze: the client's writes
+// block once the socket buffers are full (testenv.FaultProxy buffers far
+// more than any message).
+type stallProxy struct {
+	ln      net.Listener
+	stalled chan struct{} // closed by stall
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func newStallProxy(t *testing.T, upstream string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{ln: ln, stalled: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go p.pipe(c, u)
+			go p.pipe(u, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *stallProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-p.stalled:
+			return // reads nothing more; the sockets stay open until cleanup
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *stallProxy) stall() { close(p.stalled) }
+
+// Publish honours its ctx when the broker stops reading and the write of a
+// large message blocks on full socket buffers: the writer abandons the
+// connection, which ends the write, and a Publish waiting for the channel
+// behind a blocked writer stops waiting. A Publish without deadline does
+// not hold Close up beyond its grace. The heartbeat is long here, so that
+// the client library's own timeout cannot be what ends them.
+func TestStalledBrokerPublishWrite(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("stall-pub")
+	relaytest.Provision(t, openSub(t, c, unique("g")), topic)
+	u, err := url.Parse(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newStallProxy(t, u.Host)
+	u.Host = p.ln.Addr().String()
+	pub := openPubCfg(t, parse(t, withParams(t, u.String(), "heartbeat", "60s", "publish_channels", "1")))
+	relaytest.Publish(t, pub, topic, relay.NewMessage([]byte("before")))
+
+	p.stall()
+	big := func(ctx context.Context) error {
+		return pub.Publish(ctx, topic, relay.NewMessage(make([]byte, 15<<20)))
+	}
+	// Usually the writer that blocks; otherwise the next call is.
+	background := make(chan error, 1)
+	go func() { background <- big(context.Background()) }()
+	for i := range 2 {
+		err = within(t, "Publish", withTimeout(time.Second, big))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Publish %d on a stalled broker = %v, want context.DeadlineExceeded", i, err)
+		}
+	}
+	if err := within(t, "Close", pub.Close); err != nil {
+		t.Logf("Close: %v", err)
+	}
+	if err := <-background; err == nil {
+		t.Error("Publish without deadline on a stalled broker succeeded")
 	}
 }

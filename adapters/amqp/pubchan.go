@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -38,7 +39,10 @@ type pubChan struct {
 	mandatory bool
 	closed    chan *amqp091.Error
 
-	wmu sync.Mutex // serializes tag assignment and writing
+	// wlock serializes tag assignment, writing and RPCs: a mutex that a
+	// Publish can stop waiting for when its ctx ends (a write blocked on a
+	// broker that stopped reading may hold it).
+	wlock chan struct{}
 
 	pmu     sync.Mutex
 	pending map[uint64]pendingMsg
@@ -97,6 +101,7 @@ func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) 
 	pc := &pubChan{
 		sup: sup, conn: conn, ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
 		closed:   ch.NotifyClose(make(chan *amqp091.Error, 1)),
+		wlock:    make(chan struct{}, 1),
 		pending:  map[uint64]pendingMsg{},
 		returned: map[string][]amqp091.Return{},
 		done:     make(chan struct{}),
@@ -117,6 +122,11 @@ func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) 
 	go pc.dispatch(confirms, returns)
 	return pc, nil
 }
+
+// lock takes wlock, waiting as long as it takes (for RPCs run by bounded).
+func (pc *pubChan) lock() { pc.wlock <- struct{}{} }
+
+func (pc *pubChan) unlock() { <-pc.wlock }
 
 func (pc *pubChan) usable(gen uint64) bool {
 	if pc.ch.IsClosed() || pc.gen != gen {
@@ -241,6 +251,16 @@ func (pc *pubChan) send(ctx context.Context, ex string, n int, item func(int) (s
 	sent := 0
 	var chanErr, waitErr error
 	ctxDone := false
+	// A write blocks once the socket's buffers are full: the broker stopped
+	// reading. If ctx ends during one, the connection is abandoned (see
+	// bounded), which fails the write; nothing else can interrupt it.
+	var writing atomic.Bool
+	stop := context.AfterFunc(ctx, func() {
+		if writing.Load() {
+			pc.sup.abandon(pc.conn, fmt.Errorf("the broker did not take a publish in time: %w", ctx.Err()))
+		}
+	})
+	defer stop()
 publish:
 	for sent < n {
 		if pc.confirm {
@@ -262,7 +282,12 @@ publish:
 			ctxDone = true
 			break
 		}
-		pc.wmu.Lock()
+		select {
+		case pc.wlock <- struct{}{}:
+		case <-ctx.Done():
+			ctxDone = true
+			break publish
+		}
 		for k := 0; k < confirmWindow && sent < n; k++ {
 			key, p := item(sent)
 			var tag uint64
@@ -277,7 +302,20 @@ publish:
 				pc.pending[tag] = pendingMsg{id: p.MessageId, b: b, i: sent}
 				pc.pmu.Unlock()
 			}
-			if err := pc.ch.Publish(ex, key, pc.mandatory, false, p); err != nil {
+			writing.Store(true)
+			if ctx.Err() != nil { // the AfterFunc may have run before the Store
+				writing.Store(false)
+				if pc.confirm {
+					pc.pmu.Lock()
+					delete(pc.pending, tag)
+					pc.pmu.Unlock()
+				}
+				ctxDone = true
+				break
+			}
+			err := pc.ch.Publish(ex, key, pc.mandatory, false, p)
+			writing.Store(false)
+			if err != nil {
 				if pc.confirm {
 					pc.pmu.Lock()
 					delete(pc.pending, tag)
@@ -294,7 +332,7 @@ publish:
 				break
 			}
 		}
-		pc.wmu.Unlock()
+		pc.unlock()
 		if chanErr != nil {
 			break
 		}

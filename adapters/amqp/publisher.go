@@ -165,8 +165,8 @@ func (d *pubDriver) ensureExchange(ctx context.Context, pc *pubChan, ex string) 
 		return nil
 	}
 	err := d.sup.rpc(ctx, pc.conn, func() error {
-		pc.wmu.Lock() // one RPC at a time on a shared channel
-		defer pc.wmu.Unlock()
+		pc.lock() // one RPC at a time on a shared channel
+		defer pc.unlock()
 		return declareExchange(pc.ch, ex, d.cfg.ExchangeKind)
 	})
 	if err != nil {

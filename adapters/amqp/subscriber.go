@@ -553,8 +553,8 @@ func (r *receiver) republishCopies(ctx context.Context, items []repubItem) []boo
 		k := delayBucket(it.delay)
 		if r.delayReady[k] != pc.gen {
 			err := r.d.sup.rpc(ctx, pc.conn, func() error {
-				pc.wmu.Lock() // one RPC at a time on the channel
-				defer pc.wmu.Unlock()
+				pc.lock() // one RPC at a time on the channel
+				defer pc.unlock()
 				_, err := declareDelayQueue(pc.ch, r.queue, k)
 				return err
 			})
