@@ -341,6 +341,12 @@ func bounded[T any](ctx context.Context, s *supervisor, conn *amqp091.Connection
 	case <-s.closing:
 		err = errConnClosed
 	}
+	select {
+	case r := <-done: // answered after all: the connection is fine
+		s.calls.Done()
+		return r.v, r.err
+	default:
+	}
 	s.abandon(conn, err)
 	go func() {
 		defer s.calls.Done()
@@ -360,7 +366,7 @@ func (s *supervisor) abandon(conn *amqp091.Connection, why error) {
 	select {
 	case <-s.closing:
 	default:
-		s.log.Warn("relay: the broker did not answer a call in time; closing the connection to reconnect", "err", why)
+		s.log.Warn("relay: a broker call was given up before the broker answered; closing the connection to reconnect", "err", why)
 	}
 	// A deadline in the past fails the close handshake's write at once, and
 	// every read and write blocked on the socket with it.

@@ -94,9 +94,15 @@ func (d *subDriver) Close() error {
 	return err
 }
 
-// closeChannel closes ch in the background; the connection's close bounds it.
+// closeChannel closes ch in the background; the connection's close bounds
+// it. After Close began, the connection's close closes ch.
 func (d *subDriver) closeChannel(ch *amqp091.Channel) {
 	if ch == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
 		return
 	}
 	d.bg.Add(1)
