@@ -303,7 +303,7 @@ type callResult[T any] struct {
 }
 
 // bounded runs fn, a broker round trip on conn that amqp091 cannot
-// interrupt (channel open, declares, qos, consume, cancel), until it
+// interrupt (channel open, declares, qos, consume, confirm.select), until it
 // returns, ctx ends or the supervisor closes. In the two latter cases the
 // broker is taken as not answering: conn is closed at once, which makes
 // fn return and the supervisor redial (a connection with a call nobody
