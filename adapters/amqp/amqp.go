@@ -21,9 +21,14 @@
 // Semantics: at-least-once; per-topic order for a single consumer while no
 // redelivery intervenes; Attempt from the broker's delivery count on quorum
 // queues and from a relay header plus the redelivered flag on classic
-// queues; NackAfter through per-group delay queues (TTL + dead-lettering);
-// the connection is re-established with backoff and subscriptions resume,
-// while Publish waits for it within its ctx. Non-string AMQP headers from
+// queues, where Nack and the release of unsettled messages republish a
+// copy with the next attempt (with nack_mode=requeue requeues are counted
+// in process); NackAfter through per-group delay queues (TTL +
+// dead-lettering); the connection is re-established with backoff and
+// subscriptions resume, while Publish waits for it within its ctx. Every
+// broker round trip is bounded by the caller's ctx: a broker that stops
+// answering makes the call return with ctx's error and the connection is
+// closed and redialled; Close is bounded (see docs/amqp.md). Non-string AMQP headers from
 // other publishers (x-death, numbers, timestamps, tables) are delivered as
 // string metadata. See docs/amqp.md for every URL option.
 package amqp

@@ -36,8 +36,18 @@ func TestUnroutable(t *testing.T) {
 		t.Fatalf("error %v does not name both messages", err)
 	}
 	var ue *amqp.UnroutableError
-	if !errors.As(err, &ue) || ue.ReplyCode != 312 || ue.Exchange != topic {
+	if !errors.As(err, &ue) || ue.ReplyCode != 312 || ue.Exchange != topic || ue.Topic != topic {
 		t.Errorf("UnroutableError %+v", ue)
+	}
+	// The text names the provisioning command and each message ID once
+	// (the PublishError names it; the UnroutableError does not repeat it).
+	want := fmt.Sprintf("relay: 2 message(s) not published; %[1]s: %[3]s; %[2]s: %[3]s", a.ID, b.ID,
+		fmt.Sprintf("amqp: message unroutable: no queue is bound to exchange %q for routing key %q (broker reply 312 NO_ROUTE); provision a group first with `relay provision URL %s --group GROUP` (or Subscriber.Provision), or check the binding keys", topic, "", topic))
+	if err.Error() != want {
+		t.Errorf("error text\n%s\nwant\n%s", err, want)
+	}
+	if n := strings.Count(err.Error(), a.ID); n != 1 {
+		t.Errorf("message ID %s appears %d times in %q", a.ID, n, err)
 	}
 
 	// A group bound to key "routed" only: the batch partly fails.
@@ -223,6 +233,60 @@ func TestClassicAttemptsExact(t *testing.T) {
 		} else {
 			_ = got.Ack()
 		}
+	}
+}
+
+// Attempt grows by one with every redelivery on every queue type and nack
+// mode, for a release by the end of a subscription (the default classic
+// queue used to show 1, 2, 2) and for Nack with nack_mode=requeue (1, 2,
+// 2, 2 on classic queues).
+func TestAttemptGrowsOnEveryRedelivery(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kv   []string
+	}{
+		{"classic", nil},
+		{"classic requeue", []string{"nack_mode", "requeue"}},
+		{"quorum", []string{"queue_type", "quorum"}},
+	} {
+		t.Run(tc.name+"/release", func(t *testing.T) {
+			c := newCleaner(t)
+			topic := unique("attempt-release")
+			sub := openSub(t, c, unique("g"), tc.kv...)
+			relaytest.Provision(t, sub, topic)
+			m := relay.NewMessage([]byte("r"))
+			relaytest.Publish(t, openPub(t), topic, m)
+			for attempt := 1; attempt <= 3; attempt++ {
+				ch, end := relaytest.Subscribe(t, sub, topic)
+				got := relaytest.Next(t, ch, "delivery")
+				if got.ID != m.ID || got.Attempt() != attempt {
+					t.Fatalf("delivery %d: %s attempt %d, want %s attempt %d", attempt, got.ID, got.Attempt(), m.ID, attempt)
+				}
+				end() // released unsettled
+				for range ch {
+				}
+			}
+		})
+		t.Run(tc.name+"/nack", func(t *testing.T) {
+			c := newCleaner(t)
+			topic := unique("attempt-nack")
+			sub := openSub(t, c, unique("g"), tc.kv...)
+			relaytest.Provision(t, sub, topic)
+			m := relay.NewMessage([]byte("n"))
+			relaytest.Publish(t, openPub(t), topic, m)
+			ch, _ := relaytest.Subscribe(t, sub, topic)
+			for attempt := 1; attempt <= 4; attempt++ {
+				got := relaytest.Next(t, ch, "delivery")
+				if got.ID != m.ID || got.Attempt() != attempt {
+					t.Fatalf("delivery %d: %s attempt %d, want %s attempt %d", attempt, got.ID, got.Attempt(), m.ID, attempt)
+				}
+				if attempt < 4 {
+					_ = got.Nack()
+				} else {
+					_ = got.Ack()
+				}
+			}
+		})
 	}
 }
 
@@ -450,5 +514,101 @@ func TestUnroutableConcurrentSharedChannel(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// Names RabbitMQ cannot use are refused up front, with ErrInvalidTopic, by
+// Publish, Subscribe and Provision: control characters (a topic with a
+// newline used to be declared and then retried forever with 404s), invalid
+// UTF-8, and names over 255 bytes (for the queue, with the group suffix).
+func TestInvalidTopics(t *testing.T) {
+	c := newCleaner(t)
+	group := unique("g")
+	pub := openPub(t)
+	sub := openSub(t, c, group)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	long := strings.Repeat("x", 256)
+	// Fits an exchange name, but not "<topic>.<group>" plus a delay suffix.
+	longForQueue := strings.Repeat("y", 255-len(group))
+	bad := map[string]string{
+		"newline":         "orders\ncreated",
+		"carriage return": "orders\r",
+		"NUL":             "a\x00b",
+		"unit separator":  "a\x1fb",
+		"DEL":             "a\x7f",
+		"invalid UTF-8":   "a\xffb",
+		"over 255 bytes":  long,
+	}
+	for name, topic := range bad {
+		if err := pub.Publish(ctx, topic, relay.NewMessage([]byte("x"))); !errors.Is(err, relay.ErrInvalidTopic) {
+			t.Errorf("%s: Publish = %v, want ErrInvalidTopic", name, err)
+		}
+	}
+	bad["queue name over 255 bytes"] = longForQueue
+	for name, topic := range bad {
+		if err := sub.Subscriber.Provision(ctx, topic); !errors.Is(err, relay.ErrInvalidTopic) {
+			t.Errorf("%s: Provision = %v, want ErrInvalidTopic", name, err)
+		}
+		ch, err := sub.Subscriber.Subscribe(ctx, topic)
+		if !errors.Is(err, relay.ErrInvalidTopic) {
+			t.Errorf("%s: Subscribe = %v, want ErrInvalidTopic", name, err)
+		}
+		if ch != nil {
+			t.Errorf("%s: Subscribe returned a channel", name)
+		}
+	}
+	// A tab is a control character too; a plain space and non-ASCII letters are fine.
+	if err := pub.Publish(ctx, "a\tb", relay.NewMessage(nil)); !errors.Is(err, relay.ErrInvalidTopic) {
+		t.Errorf("tab: Publish = %v, want ErrInvalidTopic", err)
+	}
+	ok := unique("commandes reçues")
+	relaytest.Provision(t, sub, ok)
+	relaytest.Publish(t, pub, ok, relay.NewMessage([]byte("ok")))
+}
+
+// A nil and an empty Payload travel the same way: a present 0-byte body
+// (a raw AMQP consumer sees two identical empty bodies), and a relay
+// subscriber gets a non-nil empty Payload for both.
+func TestNilAndEmptyPayload(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("empty")
+	sub := openSub(t, c, unique("g"))
+	relaytest.Provision(t, sub, topic)
+
+	raw := rawChannel(t)
+	q, err := raw.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueueBind(q.Name, "", topic, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	rawDels, err := raw.Consume(q.Name, "", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	nilMsg := relay.NewMessage(nil)
+	emptyMsg := relay.NewMessage([]byte{})
+	relaytest.Publish(t, openPub(t), topic, nilMsg, emptyMsg)
+
+	for _, want := range []string{nilMsg.ID, emptyMsg.ID} {
+		select {
+		case d := <-rawDels:
+			if d.MessageId != want || d.Body == nil || len(d.Body) != 0 {
+				t.Errorf("raw delivery %s body %#v, want %s with a present empty body", d.MessageId, d.Body, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("raw consumer: no delivery of %s", want)
+		}
+	}
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	for _, want := range []string{nilMsg.ID, emptyMsg.ID} {
+		got := relaytest.Next(t, ch, "empty payload")
+		if got.ID != want || got.Payload == nil || len(got.Payload) != 0 {
+			t.Errorf("delivered %s payload %#v, want %s with non-nil empty payload", got.ID, got.Payload, want)
+		}
+		_ = got.Ack()
 	}
 }

@@ -25,7 +25,10 @@ import (
 //     header x-relay-key, which wins over the routing key when present.
 //   - Metadata entries are string headers, except the keys of
 //     propertyKeys, which map to the AMQP properties of the same meaning.
-//   - Payload is the body. Messages are persistent (delivery_mode 2).
+//   - Payload is the body. Messages are persistent (delivery_mode 2). A nil
+//     and an empty Payload are the same on the wire: a content header with
+//     body size 0 and no body frame (AMQP has no absent body); both are
+//     delivered as a non-nil empty Payload.
 //
 // Headers whose names start with x-relay- are relay's own and are not
 // Metadata; publishing such a key is refused.
@@ -135,6 +138,11 @@ type decoded struct {
 func decode(d *amqp091.Delivery, isDelayQueue func(string) bool) decoded {
 	out := decoded{base: 1, count: -1}
 	m := &relay.Message{ID: d.MessageId, Key: d.RoutingKey, Payload: d.Body}
+	if m.Payload == nil {
+		// AMQP has no absent body; an empty one reads as a present,
+		// empty payload whatever the client library hands over.
+		m.Payload = []byte{}
+	}
 	if m.ID == "" {
 		m.ID = derivedID(d)
 	}

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +189,51 @@ func TestHeaderSizesAgree(t *testing.T) {
 	// t: 1+1+1 + (4 + 1+1+1+4); l: 1+1+1 + (4 + 1+4+2 + 1+8); d: 1+1+1+5
 	if got, want := tableSize(nested), (3+11)+(3+20)+(3+5); got != want {
 		t.Errorf("tableSize %d, want %d", got, want)
+	}
+}
+
+// A delivery whose body the client left nil reads as a present, empty
+// payload (project rule: nil and empty are not distinguished, reads give
+// empty).
+func TestDecodeNilBodyIsEmpty(t *testing.T) {
+	for _, body := range [][]byte{nil, {}} {
+		got := decode(&amqp091.Delivery{MessageId: "m", Body: body}, nil).msg
+		if got.Payload == nil || len(got.Payload) != 0 {
+			t.Errorf("body %#v decoded to payload %#v, want non-nil empty", body, got.Payload)
+		}
+	}
+	for _, p := range [][]byte{nil, {}} {
+		if b := encode(&relay.Message{ID: "m", Payload: p}).Body; len(b) != 0 {
+			t.Errorf("payload %#v encoded to body %q", p, b)
+		}
+	}
+}
+
+// The in-process attempt memo of classic-queue requeues stays bounded,
+// forgetting the oldest entries first, and keeps its insertion log compact.
+func TestAttemptMemoBounded(t *testing.T) {
+	var a attemptMemo
+	key := func(i int) memoKey { return memoKey{"q", strconv.Itoa(i)} }
+	for i := range memoMax + 10 {
+		a.put(key(i), i+2)
+	}
+	if n := a.size.Load(); n != memoMax {
+		t.Fatalf("size %d, want %d", n, memoMax)
+	}
+	if a.get(key(0)) != 0 || a.get(key(9)) != 0 || a.get(key(10)) != 12 || a.get(key(memoMax+9)) != memoMax+11 {
+		t.Error("eviction did not drop exactly the oldest entries")
+	}
+	for i := 10; i < memoMax+10; i++ {
+		a.drop(key(i))
+	}
+	if a.size.Load() != 0 || a.get(key(10)) != 0 {
+		t.Error("drop left entries")
+	}
+	for i := range 1000 {
+		a.put(key(i%3), i)
+		a.drop(key(i % 3))
+	}
+	if len(a.fifo) > 64+3 {
+		t.Errorf("insertion log grew to %d entries for an empty memo", len(a.fifo))
 	}
 }

@@ -33,7 +33,9 @@ const (
 const (
 	// NackRequeue: basic.nack with requeue. The message keeps its place in
 	// the queue. Attempt is exact on quorum queues (x-delivery-count); on
-	// classic queues it only tells first delivery from redelivery.
+	// classic queues, which do not count requeues, the subscriber counts
+	// them in process: exact while the message comes back to the same
+	// process, at least 2 in another one.
 	NackRequeue = "requeue"
 	// NackRepublish: a copy with an incremented attempt header is published
 	// (with confirms) to the group's queue, then the original is acked. The

@@ -65,6 +65,10 @@ type supervisor struct {
 	cancel  context.CancelFunc
 	closing <-chan struct{} // ctx.Done()
 	done    chan struct{}
+
+	// calls counts the goroutines of bounded broker calls; Add happens
+	// under mu after a check of closing, so that close can Wait.
+	calls sync.WaitGroup
 }
 
 // errConnClosed is returned by get after close.
@@ -263,17 +267,110 @@ func (s *supervisor) current() uint64 {
 	return s.gen
 }
 
-// openChannel opens a channel on the current connection.
-func (s *supervisor) openChannel(ctx context.Context) (*amqp091.Channel, uint64, error) {
+// openChannel opens a channel on the current connection, waiting for the
+// connection and the broker's answer within ctx (see bounded).
+func (s *supervisor) openChannel(ctx context.Context) (*amqp091.Channel, *amqp091.Connection, uint64, error) {
 	conn, gen, err := s.get(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	ch, err := conn.Channel()
+	ch, err := s.channelOn(ctx, conn)
 	if err != nil {
-		return nil, 0, fmt.Errorf("amqp: opening a channel: %w", err)
+		return nil, nil, 0, err
 	}
-	return ch, gen, nil
+	return ch, conn, gen, nil
+}
+
+// channelOn opens a channel on conn within ctx (see bounded); a channel
+// that opens after ctx ended is closed.
+func (s *supervisor) channelOn(ctx context.Context, conn *amqp091.Connection) (*amqp091.Channel, error) {
+	ch, err := bounded(ctx, s, conn, conn.Channel, func(ch *amqp091.Channel) { _ = ch.Close() })
+	if err != nil {
+		return nil, fmt.Errorf("amqp: opening a channel: %w", err)
+	}
+	return ch, nil
+}
+
+// rpc runs fn, broker round trips on conn, within ctx (see bounded).
+func (s *supervisor) rpc(ctx context.Context, conn *amqp091.Connection, fn func() error) error {
+	_, err := bounded(ctx, s, conn, func() (struct{}, error) { return struct{}{}, fn() }, nil)
+	return err
+}
+
+type callResult[T any] struct {
+	v   T
+	err error
+}
+
+// bounded runs fn, a broker round trip on conn that amqp091 cannot
+// interrupt (channel open, declares, qos, consume, confirm.select), until it
+// returns, ctx ends or the supervisor closes. In the two latter cases the
+// broker is taken as not answering: conn is closed at once, which makes
+// fn return and the supervisor redial (a connection with a call nobody
+// waits for is out of step with the broker anyway), and bounded returns
+// an error wrapping ctx's error (errConnClosed on close). If fn succeeds
+// after all, cleanup (when not nil) gets its result, so that a channel
+// opened too late is closed.
+func bounded[T any](ctx context.Context, s *supervisor, conn *amqp091.Connection, fn func() (T, error), cleanup func(T)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	s.mu.Lock()
+	select {
+	case <-s.closing:
+		s.mu.Unlock()
+		return zero, errConnClosed
+	default:
+	}
+	s.calls.Add(2) // fn, and the cleanup of its result if it comes late
+	s.mu.Unlock()
+	done := make(chan callResult[T], 1)
+	go func() {
+		defer s.calls.Done()
+		v, err := fn()
+		done <- callResult[T]{v, err}
+	}()
+	var err error
+	select {
+	case r := <-done:
+		s.calls.Done() // no cleanup
+		return r.v, r.err
+	case <-ctx.Done():
+		err = fmt.Errorf("the broker did not answer in time: %w", ctx.Err())
+	case <-s.closing:
+		err = errConnClosed
+	}
+	select {
+	case r := <-done: // answered after all: the connection is fine
+		s.calls.Done()
+		return r.v, r.err
+	default:
+	}
+	s.abandon(conn, err)
+	go func() {
+		defer s.calls.Done()
+		if r := <-done; r.err == nil && cleanup != nil {
+			cleanup(r.v)
+		}
+	}()
+	return zero, err
+}
+
+// abandon closes conn at once, without waiting for the broker: a call on
+// it was given up. The supervisor sees it close and redials.
+func (s *supervisor) abandon(conn *amqp091.Connection, why error) {
+	if conn.IsClosed() {
+		return
+	}
+	select {
+	case <-s.closing:
+	default:
+		s.log.Warn("relay: a broker call was given up before the broker answered; closing the connection to reconnect", "err", why)
+	}
+	// A deadline in the past fails the close handshake's write at once, and
+	// every read and write blocked on the socket with it.
+	_ = conn.CloseDeadline(time.Now())
 }
 
 // close stops supervising and closes the connection within timeout.
@@ -292,6 +389,10 @@ func (s *supervisor) close(timeout time.Duration) error {
 			err = nil
 		}
 	}
+	// Bounded calls still running see closing and close their connection;
+	// none can start after the critical section above (they check closing
+	// under mu).
+	s.calls.Wait()
 	s.setState(StateClosed)
 	return err
 }

@@ -17,9 +17,11 @@ var ErrUnroutable = errors.New("amqp: message unroutable: no queue is bound for 
 var ErrNacked = errors.New("amqp: broker refused the message (negative confirm)")
 
 // UnroutableError describes one message the broker returned. It matches
-// ErrUnroutable.
+// ErrUnroutable. Its text does not repeat the message ID: it is reported
+// inside a *relay.PublishError, which names the message.
 type UnroutableError struct {
 	MessageID  string
+	Topic      string
 	Exchange   string
 	RoutingKey string
 	ReplyCode  uint16
@@ -27,8 +29,8 @@ type UnroutableError struct {
 }
 
 func (e *UnroutableError) Error() string {
-	return fmt.Sprintf("amqp: message %s to exchange %q with routing key %q returned by the broker: %d %s (no queue bound: subscribe or Provision a group first, or check the binding keys)",
-		e.MessageID, e.Exchange, e.RoutingKey, e.ReplyCode, e.ReplyText)
+	return fmt.Sprintf("amqp: message unroutable: no queue is bound to exchange %q for routing key %q (broker reply %d %s); provision a group first with `relay provision URL %s --group GROUP` (or Subscriber.Provision), or check the binding keys",
+		e.Exchange, e.RoutingKey, e.ReplyCode, e.ReplyText, e.Topic)
 }
 
 // Is makes errors.Is(err, ErrUnroutable) true.

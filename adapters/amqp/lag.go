@@ -14,9 +14,9 @@ import (
 // that does not exist counts 0: nothing is routed to a group before
 // Subscribe or Provision declares its queue.
 //
-// Lag waits for the connection within ctx. The declare itself cannot be
-// interrupted; when ctx ends first Lag returns at once and the declare
-// finishes in the background (the connection's close bounds it).
+// Lag waits for the connection and the broker within ctx; a broker that
+// does not answer within it is taken as hung and the connection is
+// redialled (see bounded).
 func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	if err := d.names.validateSubscribe(topic); err != nil {
 		return 0, err
@@ -26,40 +26,21 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 		return 0, err
 	}
 	q := d.names.queue(topic)
-	type result struct {
-		n   int
-		err error
+	ch, err := d.sup.channelOn(ctx, conn)
+	if err != nil {
+		return 0, err
 	}
-	done := make(chan result, 1)
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return 0, errConnClosed
-	}
-	d.bg.Add(1)
-	d.mu.Unlock()
-	go func() {
-		defer d.bg.Done()
-		ch, err := conn.Channel()
-		if err != nil {
-			done <- result{err: fmt.Errorf("amqp: opening a channel: %w", err)}
-			return
-		}
+	defer d.closeChannel(ch) // a 404 has closed it already
+	n, err := bounded(ctx, d.sup, conn, func() (int, error) {
 		st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
-		_ = ch.Close() // a 404 has closed it already
-		done <- result{n: st.Messages, err: err}
-	}()
-	select {
-	case r := <-done:
-		switch {
-		case r.err == nil:
-			return int64(r.n), nil
-		case isNotFound(r.err):
-			return 0, nil
-		default:
-			return 0, fmt.Errorf("amqp: reading the message count of queue %q: %w", q, r.err)
-		}
-	case <-ctx.Done():
-		return 0, fmt.Errorf("amqp: reading the message count of queue %q: %w", q, ctx.Err())
+		return st.Messages, err
+	}, nil)
+	switch {
+	case err == nil:
+		return int64(n), nil
+	case isNotFound(err):
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("amqp: reading the message count of queue %q: %w", q, err)
 	}
 }

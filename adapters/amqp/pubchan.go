@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
@@ -31,13 +32,17 @@ var errChannelGone = errors.New("amqp: channel closed before the broker confirme
 
 type pubChan struct {
 	sup       *supervisor
+	conn      *amqp091.Connection // ch's
 	ch        *amqp091.Channel
 	gen       uint64
 	confirm   bool
 	mandatory bool
 	closed    chan *amqp091.Error
 
-	wmu sync.Mutex // serializes tag assignment and writing
+	// wlock serializes tag assignment, writing and RPCs: a mutex that a
+	// Publish can stop waiting for when its ctx ends (a write blocked on a
+	// broker that stopped reading may hold it).
+	wlock chan struct{}
 
 	pmu     sync.Mutex
 	pending map[uint64]pendingMsg
@@ -86,15 +91,17 @@ func (b *pubBatch) count() int {
 	return b.finished
 }
 
-// openPubChan opens a publishing channel on the current connection.
+// openPubChan opens a publishing channel on the current connection, within
+// ctx.
 func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) (*pubChan, error) {
-	ch, gen, err := sup.openChannel(ctx)
+	ch, conn, gen, err := sup.openChannel(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pc := &pubChan{
-		sup: sup, ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
+		sup: sup, conn: conn, ch: ch, gen: gen, confirm: confirm, mandatory: mandatory,
 		closed:   ch.NotifyClose(make(chan *amqp091.Error, 1)),
+		wlock:    make(chan struct{}, 1),
 		pending:  map[uint64]pendingMsg{},
 		returned: map[string][]amqp091.Return{},
 		done:     make(chan struct{}),
@@ -103,7 +110,7 @@ func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) 
 		close(pc.done)
 		return pc, nil
 	}
-	if err := ch.Confirm(false); err != nil {
+	if err := sup.rpc(ctx, conn, func() error { return ch.Confirm(false) }); err != nil {
 		_ = ch.Close()
 		return nil, fmt.Errorf("amqp: enabling publisher confirms: %w", err)
 	}
@@ -115,6 +122,11 @@ func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) 
 	go pc.dispatch(confirms, returns)
 	return pc, nil
 }
+
+// lock takes wlock, waiting as long as it takes (for RPCs run by bounded).
+func (pc *pubChan) lock() { pc.wlock <- struct{}{} }
+
+func (pc *pubChan) unlock() { <-pc.wlock }
 
 func (pc *pubChan) usable(gen uint64) bool {
 	if pc.ch.IsClosed() || pc.gen != gen {
@@ -239,6 +251,16 @@ func (pc *pubChan) send(ctx context.Context, ex string, n int, item func(int) (s
 	sent := 0
 	var chanErr, waitErr error
 	ctxDone := false
+	// A write blocks once the socket's buffers are full: the broker stopped
+	// reading. If ctx ends during one, the connection is abandoned (see
+	// bounded), which fails the write; nothing else can interrupt it.
+	var writing atomic.Bool
+	stop := context.AfterFunc(ctx, func() {
+		if writing.Load() {
+			pc.sup.abandon(pc.conn, fmt.Errorf("the broker did not take a publish in time: %w", ctx.Err()))
+		}
+	})
+	defer stop()
 publish:
 	for sent < n {
 		if pc.confirm {
@@ -260,7 +282,12 @@ publish:
 			ctxDone = true
 			break
 		}
-		pc.wmu.Lock()
+		select {
+		case pc.wlock <- struct{}{}:
+		case <-ctx.Done():
+			ctxDone = true
+			break publish
+		}
 		for k := 0; k < confirmWindow && sent < n; k++ {
 			key, p := item(sent)
 			var tag uint64
@@ -275,7 +302,20 @@ publish:
 				pc.pending[tag] = pendingMsg{id: p.MessageId, b: b, i: sent}
 				pc.pmu.Unlock()
 			}
-			if err := pc.ch.Publish(ex, key, pc.mandatory, false, p); err != nil {
+			writing.Store(true)
+			if ctx.Err() != nil { // the AfterFunc may have run before the Store
+				writing.Store(false)
+				if pc.confirm {
+					pc.pmu.Lock()
+					delete(pc.pending, tag)
+					pc.pmu.Unlock()
+				}
+				ctxDone = true
+				break
+			}
+			err := pc.ch.Publish(ex, key, pc.mandatory, false, p)
+			writing.Store(false)
+			if err != nil {
 				if pc.confirm {
 					pc.pmu.Lock()
 					delete(pc.pending, tag)
@@ -292,7 +332,7 @@ publish:
 				break
 			}
 		}
-		pc.wmu.Unlock()
+		pc.unlock()
 		if chanErr != nil {
 			break
 		}

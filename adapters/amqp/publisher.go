@@ -155,16 +155,20 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 	return nil
 }
 
-func (d *pubDriver) ensureExchange(pc *pubChan, ex string) error {
+// ensureExchange declares ex on pc's connection unless it was declared on
+// it already, within ctx (see bounded).
+func (d *pubDriver) ensureExchange(ctx context.Context, pc *pubChan, ex string) error {
 	d.mu.Lock()
 	g, ok := d.declared[ex]
 	d.mu.Unlock()
 	if ok && g == pc.gen {
 		return nil
 	}
-	pc.wmu.Lock() // one RPC at a time on a shared channel
-	err := declareExchange(pc.ch, ex, d.cfg.ExchangeKind)
-	pc.wmu.Unlock()
+	err := d.sup.rpc(ctx, pc.conn, func() error {
+		pc.lock() // one RPC at a time on a shared channel
+		defer pc.unlock()
+		return declareExchange(pc.ch, ex, d.cfg.ExchangeKind)
+	})
 	if err != nil {
 		return err
 	}
@@ -209,8 +213,8 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			lastErr = err
 			continue
 		}
-		if err := d.ensureExchange(pc, ex); err != nil {
-			if isPermanent(err) {
+		if err := d.ensureExchange(ctx, pc, ex); err != nil {
+			if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
 				return giveUp(err)
 			}
 			lastErr = err
@@ -226,7 +230,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			case stUnroutable:
 				r := res.returns[i]
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
-					MessageID: m.ID, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
+					MessageID: m.ID, Topic: topic, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
 			case stNacked:
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
 			case stPending:

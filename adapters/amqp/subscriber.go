@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -69,6 +70,11 @@ type subDriver struct {
 	caps  relay.Capabilities
 	log   *slog.Logger
 
+	// requeued remembers the next attempt of messages requeued with
+	// basic.nack on a classic queue (nack_mode=requeue, or a republish
+	// that failed), which the broker does not count.
+	requeued attemptMemo
+
 	mu     sync.Mutex
 	dlxGen uint64
 	closed bool // set by Close before it waits for bg
@@ -88,9 +94,15 @@ func (d *subDriver) Close() error {
 	return err
 }
 
-// closeChannel closes ch in the background; the connection's close bounds it.
+// closeChannel closes ch in the background; the connection's close bounds
+// it. After Close began, the connection's close closes ch.
 func (d *subDriver) closeChannel(ch *amqp091.Channel) {
 	if ch == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
 		return
 	}
 	d.bg.Add(1)
@@ -127,15 +139,15 @@ func (d *subDriver) provisionOnce(ctx context.Context, topic string) error {
 	if err != nil {
 		return err
 	}
-	if err := d.ensureDLX(conn, gen); err != nil {
+	if err := d.ensureDLX(ctx, conn, gen); err != nil {
 		return err
 	}
-	ch, err := conn.Channel()
+	ch, err := d.sup.channelOn(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("amqp: opening a channel: %w", err)
+		return err
 	}
 	defer d.closeChannel(ch)
-	return d.declareGroup(ch, topic)
+	return d.sup.rpc(ctx, conn, func() error { return d.declareGroup(ch, topic) })
 }
 
 // Subscribe implements driver.SubscribeDriver. When connected it sets the
@@ -158,8 +170,14 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		log:        d.log.With("topic", topic),
 	}
 	if d.sup.current() != 0 {
-		if err := r.setup(ctx); err != nil {
-			if isPermanent(err) || errors.Is(err, relay.ErrClosed) {
+		// Bounded by connect_timeout too: a broker that does not answer
+		// within it is taken as hung (the connection is redialled) and the
+		// subscription starts once the connection is back.
+		sctx, cancel := context.WithTimeout(ctx, d.cfg.ConnectTimeout)
+		err := r.setup(sctx)
+		cancel()
+		if err != nil {
+			if isPermanent(err) || errors.Is(err, relay.ErrClosed) || ctx.Err() != nil {
 				return nil, err
 			}
 			d.log.Warn("relay: subscribing failed; retrying", "topic", topic, "err", err)
@@ -196,31 +214,35 @@ type handle struct {
 	attempt int
 }
 
-// setup opens a channel, declares the topology and starts consuming.
+// setup opens a channel, declares the topology and starts consuming, every
+// broker call within ctx (see bounded).
 func (r *receiver) setup(ctx context.Context) error {
-	conn, connGen, err := r.d.sup.get(ctx)
+	sup := r.d.sup
+	conn, connGen, err := sup.get(ctx)
 	if err != nil {
 		return err
 	}
-	if err := r.d.ensureDLX(conn, connGen); err != nil {
+	if err := r.d.ensureDLX(ctx, conn, connGen); err != nil {
 		return err
 	}
-	ch, err := conn.Channel()
+	ch, err := sup.channelOn(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("amqp: opening a channel: %w", err)
+		return err
 	}
 	fail := func(err error) error {
 		r.d.closeChannel(ch)
 		return err
 	}
-	if err := r.d.declareGroup(ch, r.topic); err != nil {
+	if err := sup.rpc(ctx, conn, func() error { return r.d.declareGroup(ch, r.topic) }); err != nil {
 		return fail(err)
 	}
-	if err := ch.Qos(r.d.cfg.InFlight, 0, false); err != nil {
+	if err := sup.rpc(ctx, conn, func() error { return ch.Qos(r.d.cfg.InFlight, 0, false) }); err != nil {
 		return fail(fmt.Errorf("amqp: setting prefetch: %w", err))
 	}
 	tag := "relay-" + relay.NewID()
-	dels, err := ch.Consume(r.queue, tag, false, false, false, false, nil)
+	dels, err := bounded(ctx, sup, conn, func() (<-chan amqp091.Delivery, error) {
+		return ch.Consume(r.queue, tag, false, false, false, false, nil)
+	}, nil)
 	if err != nil {
 		return fail(fmt.Errorf("amqp: consuming queue %q: %w", r.queue, err))
 	}
@@ -302,6 +324,12 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 	}
 }
 
+// received computes Attempt: on quorum queues from x-delivery-count; on
+// classic queues from the x-relay-attempt header of relay's republished
+// copies (Nack, NackAfter, release) plus one for the redelivered flag (a
+// requeue relay did not count: a lost channel or process), and at least
+// the attempt this process remembers for a message it requeued itself
+// (nack_mode=requeue).
 func (r *receiver) received(d *amqp091.Delivery, gen uint64) driver.Received {
 	dec := decode(d, r.isDelay)
 	attempt := dec.base
@@ -309,12 +337,16 @@ func (r *receiver) received(d *amqp091.Delivery, gen uint64) driver.Received {
 		if dec.count > 0 {
 			attempt += dec.count
 		}
-	} else if d.Redelivered {
-		attempt++
+	} else {
+		if d.Redelivered {
+			attempt = max(attempt+1, r.d.requeued.get(r.memoKey(dec.msg.ID)))
+		}
 	}
 	h := &handle{gen: gen, del: d, id: dec.msg.ID, key: dec.msg.Key, attempt: attempt}
 	return driver.Received{Msg: dec.msg, Attempt: attempt, Handle: h}
 }
+
+func (r *receiver) memoKey(id string) memoKey { return memoKey{r.queue, id} }
 
 type settleOp uint8
 
@@ -361,48 +393,85 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			ops[h.del.DeliveryTag] = opRequeue
 		}
 	}
-	if len(repub) > 0 {
-		done := r.republishCopies(ctx, repub)
-		for i, it := range repub {
-			if done[i] {
-				ops[it.h.del.DeliveryTag] = opAck
-			} else {
-				ops[it.h.del.DeliveryTag] = opRequeue // fall back: redeliver now
-			}
-		}
-	}
+	r.republishOrRequeue(ctx, repub, ops)
+	r.remember(batch, gen, ops)
 	return r.apply(gen, ops)
 }
 
+// republishOrRequeue publishes a copy of each item (see republishCopies)
+// and sets ops to ack the originals the broker confirmed a copy of, and to
+// requeue the others. A crash between a confirmed copy and the ack of its
+// original leaves both in the queue: a duplicate, never a loss.
+func (r *receiver) republishOrRequeue(ctx context.Context, repub []repubItem, ops map[uint64]settleOp) {
+	if len(repub) == 0 {
+		return
+	}
+	done := r.republishCopies(ctx, repub)
+	for i, it := range repub {
+		if done[i] {
+			ops[it.h.del.DeliveryTag] = opAck
+		} else {
+			ops[it.h.del.DeliveryTag] = opRequeue // fall back: redeliver now
+		}
+	}
+}
+
+// remember records the next attempt of messages about to be requeued on a
+// classic queue (nack_mode=requeue, or a republish that failed), which the
+// broker does not count, and forgets the others.
+func (r *receiver) remember(handles []driver.Settle, gen uint64, ops map[uint64]settleOp) {
+	if r.quorum {
+		return
+	}
+	for _, s := range handles {
+		h := s.Handle.(*handle)
+		if h.gen != gen {
+			continue
+		}
+		if ops[h.del.DeliveryTag] == opRequeue {
+			r.d.requeued.put(r.memoKey(h.id), h.attempt+1)
+		} else {
+			r.d.requeued.drop(r.memoKey(h.id))
+		}
+	}
+}
+
 // Release implements driver.Receiver: the consumer is cancelled (so that
-// nothing more is delivered to it) and unsettled messages are requeued at
-// once.
+// nothing more is delivered to it) and unsettled messages go back to the
+// queue at once, counted as a redelivery: on quorum queues by requeue (the
+// broker counts), on classic queues like a plain Nack (a copy with the next
+// attempt, then the ack of the original, with nack_mode=republish; a
+// requeue remembered in process with nack_mode=requeue).
 func (r *receiver) Release(ctx context.Context, handles []any) error {
 	r.mu.Lock()
 	gen, ch, tag := r.gen, r.ch, r.tag
 	r.mu.Unlock()
-	if ch != nil && !ch.IsClosed() {
-		// basic.cancel waits for the broker's answer and takes no ctx: wait
-		// for it only as long as ctx allows (a hung broker never answers;
-		// closing the connection ends the call, and Close waits for it).
-		done := make(chan struct{})
-		r.d.bg.Add(1)
-		go func() {
-			defer r.d.bg.Done()
-			defer close(done)
-			_ = ch.Cancel(tag, false)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
+	if ch == nil || ch.IsClosed() {
+		return nil // the broker requeued everything unacked on it
+	}
+	// No wait for cancel-ok: the broker handles the cancel before the acks
+	// and nacks that follow on the channel, and a broker that stopped
+	// answering does not hold Release up.
+	if err := ch.Cancel(tag, true); err != nil {
+		return fmt.Errorf("amqp: cancelling the consumer: %w", err)
 	}
 	ops := make(map[uint64]settleOp, len(handles))
+	var repub []repubItem
+	settles := make([]driver.Settle, 0, len(handles))
 	for _, x := range handles {
-		if h := x.(*handle); h.gen == gen {
+		h := x.(*handle)
+		if h.gen != gen {
+			continue
+		}
+		settles = append(settles, driver.Settle{Handle: h})
+		if r.republish && !r.quorum {
+			repub = append(repub, repubItem{h: h})
+		} else {
 			ops[h.del.DeliveryTag] = opRequeue
 		}
 	}
+	r.republishOrRequeue(ctx, repub, ops)
+	r.remember(settles, gen, ops)
 	return r.apply(gen, ops)
 }
 
@@ -489,7 +558,13 @@ func (r *receiver) republishCopies(ctx context.Context, items []repubItem) []boo
 		}
 		k := delayBucket(it.delay)
 		if r.delayReady[k] != pc.gen {
-			if _, err := declareDelayQueue(pc.ch, r.queue, k); err != nil {
+			err := r.d.sup.rpc(ctx, pc.conn, func() error {
+				pc.lock() // one RPC at a time on the channel
+				defer pc.unlock()
+				_, err := declareDelayQueue(pc.ch, r.queue, k)
+				return err
+			})
+			if err != nil {
 				r.log.Warn("relay: cannot declare delay queue; requeueing", "err", err)
 				r.dropPub()
 				return done
@@ -586,3 +661,65 @@ func (r *receiver) Close(context.Context) error {
 
 // Health implements relay.HealthChecker: nil while connected.
 func (d *subDriver) Health() error { return d.sup.health() }
+
+// attemptMemo maps a message (queue and ID) to the attempt of its next
+// delivery, for requeues the broker does not count. It holds at most
+// memoMax entries, dropping the oldest: a message requeued by this process
+// and then taken and settled by another one is never forgotten otherwise.
+type attemptMemo struct {
+	size atomic.Int64 // len(next), read without mu
+	mu   sync.Mutex
+	next map[memoKey]int
+	fifo []memoKey // insertion order; may hold keys dropped since
+}
+
+type memoKey struct{ queue, id string }
+
+const memoMax = 1 << 16
+
+func (a *attemptMemo) get(k memoKey) int {
+	if a.size.Load() == 0 {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.next[k]
+}
+
+func (a *attemptMemo) put(k memoKey, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	defer func() { a.size.Store(int64(len(a.next))) }()
+	if a.next == nil {
+		a.next = map[memoKey]int{}
+	}
+	if _, ok := a.next[k]; !ok {
+		a.fifo = append(a.fifo, k)
+	}
+	a.next[k] = n
+	for len(a.next) > memoMax {
+		delete(a.next, a.fifo[0])
+		a.fifo = a.fifo[1:]
+	}
+	if len(a.fifo) > 2*len(a.next)+64 {
+		kept := make([]memoKey, 0, len(a.next))
+		seen := make(map[memoKey]bool, len(a.next))
+		for _, k := range a.fifo {
+			if _, ok := a.next[k]; ok && !seen[k] {
+				seen[k] = true
+				kept = append(kept, k)
+			}
+		}
+		a.fifo = kept
+	}
+}
+
+func (a *attemptMemo) drop(k memoKey) {
+	if a.size.Load() == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.next, k)
+	a.size.Store(int64(len(a.next)))
+}

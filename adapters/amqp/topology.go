@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -72,10 +73,16 @@ func isDelayQueueOf(queue string) func(string) bool {
 // longest delay queue suffix, for name length checks
 var maxDelaySuffix = len(delayInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
 
+// checkName checks a broker name derived from a topic (with the prefixes and
+// the group): valid UTF-8, no control characters (bytes below 0x20 and
+// 0x7f: RabbitMQ takes some of them in a declare and then cannot find the
+// name again), at most 255 bytes with extra bytes of suffix, not amq.*.
 func checkName(kind, name string, extra int) error {
 	switch {
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%w: %s name %q is not valid UTF-8", relay.ErrInvalidTopic, kind, name)
+	case strings.IndexFunc(name, isControl) >= 0:
+		return fmt.Errorf("%w: %s name %q contains a control character (bytes 0x00-0x1f and 0x7f are not allowed in RabbitMQ names)", relay.ErrInvalidTopic, kind, name)
 	case len(name)+extra > shortstrMax:
 		return fmt.Errorf("%w: %s name %q is too long (%d bytes, at most %d)", relay.ErrInvalidTopic, kind, name, len(name), shortstrMax-extra)
 	case strings.HasPrefix(name, "amq."):
@@ -83,6 +90,8 @@ func checkName(kind, name string, extra int) error {
 	}
 	return nil
 }
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func (n names) validatePublish(topic string) error {
 	return checkName("exchange", n.exchange(topic), 0)
@@ -160,8 +169,9 @@ func declareDelayQueue(ch *amqp091.Channel, queue string, k int) (string, error)
 
 // ensureDLX makes sure the configured dead-letter exchange exists: an
 // existing one is used as it is (any kind), a missing one is declared as a
-// durable fanout exchange. Checked once per connection.
-func (d *subDriver) ensureDLX(conn *amqp091.Connection, gen uint64) error {
+// durable fanout exchange. Checked once per connection, within ctx (see
+// bounded).
+func (d *subDriver) ensureDLX(ctx context.Context, conn *amqp091.Connection, gen uint64) error {
 	dlx := d.cfg.DeadLetterExchange
 	if dlx == "" {
 		return nil
@@ -172,22 +182,25 @@ func (d *subDriver) ensureDLX(conn *amqp091.Connection, gen uint64) error {
 	if done {
 		return nil
 	}
-	ch, err := conn.Channel()
+	ch, err := d.sup.channelOn(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("amqp: opening a channel: %w", err)
+		return err
 	}
-	err = ch.ExchangeDeclarePassive(dlx, KindFanout, true, false, false, false, nil)
+	err = d.sup.rpc(ctx, conn, func() error {
+		return ch.ExchangeDeclarePassive(dlx, KindFanout, true, false, false, false, nil)
+	})
 	if err == nil {
-		_ = ch.Close()
+		d.closeChannel(ch)
 	} else {
 		if !isNotFound(err) {
+			d.closeChannel(ch)
 			return fmt.Errorf("amqp: checking dead_letter_exchange %q: %w", dlx, err)
 		}
-		if ch, err = conn.Channel(); err != nil {
-			return fmt.Errorf("amqp: opening a channel: %w", err)
+		if ch, err = d.sup.channelOn(ctx, conn); err != nil {
+			return err
 		}
-		err = declareExchange(ch, dlx, KindFanout)
-		_ = ch.Close()
+		err = d.sup.rpc(ctx, conn, func() error { return declareExchange(ch, dlx, KindFanout) })
+		d.closeChannel(ch)
 		if err != nil {
 			return fmt.Errorf("dead_letter_exchange: %w", err)
 		}
