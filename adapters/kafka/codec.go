@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -133,17 +134,7 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 	}
 	for _, i := range repeats {
 		h := r.Headers[i]
-		name := mdName(h.Key)
-		if m.Metadata == nil {
-			m.Metadata = make(relay.Metadata, len(repeats))
-		}
-		for n := 2; ; n++ {
-			k := name + "#" + strconv.Itoa(n)
-			if _, taken := m.Metadata[k]; !taken {
-				m.Metadata[k] = string(h.Value)
-				break
-			}
-		}
+		m.Metadata = driver.AddRepeat(m.Metadata, mdName(h.Key), string(h.Value))
 	}
 	if m.ID == "" {
 		m.ID = foreignID(r)

@@ -52,8 +52,12 @@ type receiver struct {
 	ready       chan struct{}
 
 	commitReq chan struct{}
-	stop      chan struct{}
-	loopDone  chan struct{}
+	// life bounds the commit loop's commits; Close ends it when its own
+	// deadline passes.
+	life     context.Context
+	endLife  context.CancelFunc
+	stop     chan struct{}
+	loopDone chan struct{}
 	// kill is the client's context: Close cancels it when its own ctx ends,
 	// so that calls to a broker that stopped answering fail at once.
 	kill context.CancelFunc
@@ -86,6 +90,7 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		stop:           make(chan struct{}),
 		loopDone:       make(chan struct{}),
 	}
+	r.life, r.endLife = context.WithCancel(context.Background())
 	go r.commitLoop()
 	return r
 }
@@ -276,6 +281,10 @@ func (r *receiver) Release(context.Context, []any) error { return nil }
 // the group), or leaves the group if this was its last topic. ctx bounds
 // all of it.
 func (r *receiver) Close(ctx context.Context) error {
+	// A commit of the loop in flight against a broker that stopped
+	// answering must not hold Close past its deadline.
+	defer r.endLife()
+	defer context.AfterFunc(ctx, r.endLife)()
 	close(r.stop)
 	<-r.loopDone
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
@@ -321,7 +330,7 @@ func (r *receiver) commitLoop() {
 			case <-time.After(r.commitInterval):
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
+		ctx, cancel := context.WithTimeout(r.life, brokerTimeout)
 		err := r.commitNow(ctx)
 		cancel()
 		if err != nil {

@@ -3,9 +3,9 @@ package redisstream
 import (
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Field names of a stream entry written by relay.
@@ -179,16 +179,7 @@ func decode[S text](entryID string, f []S) *relay.Message {
 		if k != payloadName && k != FieldID && k != FieldKey {
 			k = mdName(f[i])
 		}
-		if m.Metadata == nil {
-			m.Metadata = make(relay.Metadata, len(later))
-		}
-		for num := 2; ; num++ {
-			name := k + "#" + strconv.Itoa(num)
-			if _, taken := m.Metadata[name]; !taken {
-				m.Metadata[name] = string(f[i+1])
-				break
-			}
-		}
+		m.Metadata = driver.AddRepeat(m.Metadata, k, string(f[i+1]))
 	}
 	return m
 }
