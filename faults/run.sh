@@ -18,6 +18,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export RELAY_REQUIRE_BROKERS=1
+# Tests talk to loopback only: never let the AWS SDK ask the EC2 metadata
+# service (a link-local address) for credentials when a test sets none.
+export AWS_EC2_METADATA_DISABLED=true
 fuzztime=${FUZZTIME:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/relay-faults.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -147,6 +147,9 @@ for v in RELAY_TEST_KAFKA_BROKERS RELAY_TEST_SQS_ENDPOINT; do
 	fi
 done
 export RELAY_REQUIRE_BROKERS=1
+# Tests talk to loopback only: never let the AWS SDK ask the EC2 metadata
+# service (a link-local address) for credentials when a test sets none.
+export AWS_EC2_METADATA_DISABLED=true
 
 say "go vet ${pkgs[*]}"
 vet=ok
