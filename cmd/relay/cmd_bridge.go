@@ -148,6 +148,14 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 		cancel()
 		<-srvDone
 	}
+	var ce *bridge.ConfigError
+	if errors.As(err, &ce) {
+		// An endpoint its adapter refused when opening it (an adapter
+		// without relay.URLChecker, so validation could not see it): a
+		// config problem, not a runtime failure.
+		fmt.Fprintln(e.stderr, err)
+		return exitConfig
+	}
 	if err != nil {
 		log.Error("bridge stopped before every message in flight was settled; they will be redelivered", "err", err)
 		return exitFailure
