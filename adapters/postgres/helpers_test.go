@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -112,3 +113,11 @@ func next(t testing.TB, ch <-chan *relay.Message) *relay.Message {
 	}
 	return nil
 }
+
+var errRollback = errors.New("roll back")
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// pgURLPlain is the test server's URL without relay's parameters, for
+// plain pgx and database/sql clients.
+func pgURLPlain(t testing.TB) string { return testenv.Postgres(t) }
