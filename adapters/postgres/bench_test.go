@@ -58,7 +58,9 @@ func medianOf(xs []float64) float64 {
 }
 
 // The statements a hand-written pgx program would use on relay's tables.
-func sqlFor(q string) string { return strings.ReplaceAll(q, "S.", pgx.Identifier{testSchema}.Sanitize()+".") }
+func sqlFor(q string) string {
+	return strings.ReplaceAll(q, "S.", pgx.Identifier{testSchema}.Sanitize()+".")
+}
 
 var (
 	rawInsert = sqlFor(`WITH m AS (
