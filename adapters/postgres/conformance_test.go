@@ -12,7 +12,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	base := pgURL(t)
-	adaptertest.Run(t, adaptertest.Harness{
+	h := adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), base)
 			if err != nil {
@@ -37,5 +37,11 @@ func TestConformance(t *testing.T) {
 				Hang:          p.Hang,
 			}
 		},
-	})
+	}
+	if why := local.CanRestart(t); why == "" {
+		h.Restart = local.Restart
+	} else {
+		t.Logf("no Restart hook: %s", why)
+	}
+	adaptertest.Run(t, h)
 }

@@ -121,3 +121,17 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // pgURLPlain is the test server's URL without relay's parameters, for
 // plain pgx and database/sql clients.
 func pgURLPlain(t testing.TB) string { return testenv.Postgres(t) }
+
+// local is the test server for restarts (see testenv.LocalPostgres).
+var local = testenv.LocalPostgres(postgresUp)
+
+func postgresUp() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, testenv.URL("RELAY_TEST_POSTGRES_URL", testenv.DefaultPostgresURL))
+	if err != nil {
+		return false
+	}
+	defer c.Close(ctx)
+	return c.Ping(ctx) == nil
+}

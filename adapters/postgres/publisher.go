@@ -88,10 +88,11 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return c
 // ctx is done; a batch whose commit was in doubt may then be stored twice
 // (at-least-once).
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
-	b := d.q.batch(topic, msgs)
 	var bo backoff.Backoff
 	for {
-		err := d.pool.SendBatch(ctx, b).Close()
+		// A fresh batch per attempt: pgx stores the statement descriptions
+		// of one connection in the queued queries.
+		err := d.pool.SendBatch(ctx, d.q.batch(topic, msgs)).Close()
 		if err == nil {
 			d.unhealthy.Store(nil)
 			return nil
