@@ -70,12 +70,12 @@ var (
 INSERT INTO S.deliveries (topic, group_name, message_id)
 SELECT $1, g.name, m.id FROM m, S.groups g WHERE g.topic = $1`)
 	rawClaim = sqlFor(`WITH c AS (
-	SELECT message_id FROM S.deliveries
+	SELECT ctid FROM S.deliveries
 	WHERE topic = $1 AND group_name = $2 AND visible_at <= now()
 	ORDER BY message_id LIMIT $3 FOR UPDATE SKIP LOCKED),
 u AS (
 	UPDATE S.deliveries d SET visible_at = now() + interval '30 seconds', attempts = d.attempts + 1, lease_holder = 'raw'
-	FROM c WHERE d.topic = $1 AND d.group_name = $2 AND d.message_id = c.message_id
+	WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM c))
 	RETURNING d.message_id, d.attempts)
 SELECT u.message_id, u.attempts, m.relay_id, m.key, m.md_keys, m.md_values, m.payload
 FROM u JOIN S.messages m ON m.id = u.message_id ORDER BY u.message_id`)

@@ -115,14 +115,18 @@ SELECT $1, g.name, m.id FROM m, S.groups g WHERE g.topic = $1`),
 		notify: `SELECT pg_notify($1, $2)`,
 		group:  r.Replace(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		// $1 topic, $2 group, $3 limit, $4 lease in microseconds, $5 holder.
+		// The locked rows are updated by ctid (a TID scan): joining on
+		// message_id lets the planner, with the statistics of tables that
+		// just grew from empty, loop over every row of the group per
+		// claimed row (1s instead of 2ms for 5000 rows).
 		claim: r.Replace(`WITH c AS (
-	SELECT message_id FROM S.deliveries
+	SELECT ctid FROM S.deliveries
 	WHERE topic = $1 AND group_name = $2 AND visible_at <= now()
 	ORDER BY message_id LIMIT $3 FOR UPDATE SKIP LOCKED),
 u AS (
 	UPDATE S.deliveries d
 	SET visible_at = now() + $4 * interval '1 microsecond', attempts = d.attempts + 1, lease_holder = $5
-	FROM c WHERE d.topic = $1 AND d.group_name = $2 AND d.message_id = c.message_id
+	WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM c))
 	RETURNING d.message_id, d.attempts)
 SELECT u.message_id, u.attempts, m.relay_id, m.key, m.md_keys, m.md_values, m.payload
 FROM u JOIN S.messages m ON m.id = u.message_id ORDER BY u.message_id`),
