@@ -101,6 +101,9 @@ func (c *SubscriberConfig) Validate() error {
 	if c.Group == "" {
 		errs = append(errs, errors.New("postgres: Group is required: the name of this subscriber's group of competing consumers"))
 	}
+	if why := validText(c.Group); why != "" {
+		errs = append(errs, fmt.Errorf("postgres: Group %.40q %s", c.Group, why))
+	}
 	if c.Schema != "" {
 		errs = append(errs, checkSchema(c.Schema))
 	}
