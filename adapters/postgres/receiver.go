@@ -95,7 +95,8 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 		out = append(out, driver.Received{Msg: m, Attempt: attempts, Handle: id})
 	}
 	if err := rows.Err(); err != nil {
-		// The claim did not commit: the rows stay claimable.
+		// Whether the claim committed is unknown: rows it may have leased
+		// come back when their lease runs out.
 		return nil, fmt.Errorf("postgres: claiming messages of %q: %w", r.topic, err)
 	}
 	return out, nil
