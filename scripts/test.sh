@@ -2,10 +2,13 @@
 # Runs every test of the module the way CI does (the README's `make test`).
 #
 # 1. Makes sure the brokers the tests need are up: Redis on 127.0.0.1:6379
-#    and RabbitMQ on 127.0.0.1:5672. A broker that is down is started; one
-#    that is not installed is installed with apt-get when running as root.
-#    RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL point the tests at other
-#    brokers instead: those are only checked, never started.
+#    RabbitMQ on 127.0.0.1:5672 and PostgreSQL on 127.0.0.1:5432 (database
+#    test, user postgres with trust authentication). A broker that is down
+#    is started; Redis or RabbitMQ not installed is installed with apt-get
+#    when running as root (PostgreSQL must be installed with a cluster).
+#    RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL / RELAY_TEST_POSTGRES_URL
+#    point the tests at other brokers instead: those are only checked,
+#    never started.
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
 #    instead of skipping.
@@ -137,10 +140,34 @@ ensure_rabbitmq() {
 	say "RabbitMQ: started"
 }
 
+ensure_postgres() {
+	if [[ -n ${RELAY_TEST_POSTGRES_URL:-} ]]; then
+		check_external PostgreSQL "$RELAY_TEST_POSTGRES_URL" 5432
+		return
+	fi
+	if port_open 127.0.0.1 5432; then
+		say "PostgreSQL: up on 127.0.0.1:5432"
+		return
+	fi
+	command -v pg_ctlcluster >/dev/null 2>&1 ||
+		die "PostgreSQL is down on 127.0.0.1:5432 and pg_ctlcluster is missing (install postgresql, or set RELAY_TEST_POSTGRES_URL)"
+	local version
+	version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+	[[ -n $version ]] ||
+		die "PostgreSQL is down on 127.0.0.1:5432 and no cluster is configured under /etc/postgresql"
+	say "PostgreSQL: down on 127.0.0.1:5432, starting cluster $version/main"
+	pg_ctlcluster --skip-systemctl-redirect "$version" main start ||
+		die "pg_ctlcluster $version main start failed; see /var/log/postgresql/"
+	wait_port 127.0.0.1 5432 30 ||
+		die "PostgreSQL was started but does not listen on 127.0.0.1:5432 after 30s; see /var/log/postgresql/"
+	say "PostgreSQL: started"
+}
+
 command -v go >/dev/null 2>&1 || die "go is not on PATH (need Go $(sed -n 's/^go //p' go.mod))"
 say "$(go version)"
 ensure_redis
 ensure_rabbitmq
+ensure_postgres
 for v in RELAY_TEST_KAFKA_BROKERS RELAY_TEST_SQS_ENDPOINT; do
 	if [[ -n ${!v:-} ]]; then
 		say "$v=${!v}"

@@ -174,3 +174,30 @@ func LocalRedis(up func() bool, stop func(testing.TB)) *LocalBroker {
 		UpWhat:         "answer",
 	}
 }
+
+// pgCluster is the sh expression naming the local cluster's version (the
+// newest under /etc/postgresql, as scripts/test.sh picks it).
+const pgCluster = `$(ls /etc/postgresql | sort -V | tail -n 1) main`
+
+// LocalPostgres is the tests' PostgreSQL (RELAY_TEST_POSTGRES_URL, or the
+// local one) for restarts: the local cluster is stopped (fast shutdown:
+// sessions are ended) and started with pg_ctlcluster, or with the sh
+// commands in RELAY_TEST_POSTGRES_STOP and RELAY_TEST_POSTGRES_START. up
+// tells whether it accepts queries.
+func LocalPostgres(up func() bool) *LocalBroker {
+	return &LocalBroker{
+		Name:           "PostgreSQL",
+		Lock:           "postgres",
+		URLEnv:         "RELAY_TEST_POSTGRES_URL",
+		DefaultURL:     DefaultPostgresURL,
+		Tool:           "pg_ctlcluster",
+		StartEnv:       "RELAY_TEST_POSTGRES_START",
+		DefaultStart:   "pg_ctlcluster --skip-systemctl-redirect " + pgCluster + " start",
+		StopEnv:        "RELAY_TEST_POSTGRES_STOP",
+		DefaultStop:    "pg_ctlcluster --skip-systemctl-redirect " + pgCluster + " stop -m fast",
+		Up:             up,
+		StartPolls:     300,
+		StartPollEvery: 100 * time.Millisecond,
+		UpWhat:         "accept queries",
+	}
+}

@@ -21,6 +21,9 @@ const (
 	DefaultRedisURL = "redis://127.0.0.1:6379/0"
 	// RELAY_TEST_AMQP_URL
 	DefaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+	// RELAY_TEST_POSTGRES_URL (trust authentication for user postgres
+	// on the development machine and in CI)
+	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test"
 )
 
 // Required reports whether a missing broker must fail the test.
@@ -51,6 +54,8 @@ func Reachable(rawURL string) error {
 			host = net.JoinHostPort(u.Hostname(), "5672")
 		case "amqps":
 			host = net.JoinHostPort(u.Hostname(), "5671")
+		case "postgres", "postgresql":
+			host = net.JoinHostPort(u.Hostname(), "5432")
 		}
 	}
 	c, err := net.DialTimeout("tcp", host, 3*time.Second)
@@ -79,3 +84,8 @@ func Redis(t testing.TB) string { return Need(t, "Redis", "RELAY_TEST_REDIS_URL"
 
 // AMQP returns the RabbitMQ URL for tests.
 func AMQP(t testing.TB) string { return Need(t, "RabbitMQ", "RELAY_TEST_AMQP_URL", DefaultAMQPURL) }
+
+// Postgres returns the PostgreSQL URL for tests.
+func Postgres(t testing.TB) string {
+	return Need(t, "PostgreSQL", "RELAY_TEST_POSTGRES_URL", DefaultPostgresURL)
+}

@@ -1,0 +1,223 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/relaytest"
+)
+
+// BenchmarkRatio compares relay with pgx doing the same work by hand on
+// the same server in the same run, alternating in rounds (relay first in
+// even rounds, pgx first in odd ones) over b.N messages each, and reports
+// the median rate of each side and their ratio, so that load from other
+// processes weighs on both alike. Use a fixed count, e.g. -benchtime
+// 20000x. 100-byte payloads; publish in batches of 100 (one transaction
+// with one insert per message and a NOTIFY); consume with a window of 256:
+// claim with SKIP LOCKED, then delete the delivery rows and the message
+// rows of each batch.
+func BenchmarkRatio(b *testing.B) {
+	const rounds = 5
+	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
+		var rel, raw []float64
+		for r := range rounds {
+			if r%2 == 0 {
+				rel = append(rel, relayRate(b, b.N))
+				raw = append(raw, rawRate(b, b.N))
+			} else {
+				raw = append(raw, rawRate(b, b.N))
+				rel = append(rel, relayRate(b, b.N))
+			}
+		}
+		mRel, mRaw := medianOf(rel), medianOf(raw)
+		b.ReportMetric(mRel, "relay-msg/s")
+		b.ReportMetric(mRaw, "raw-msg/s")
+		b.ReportMetric(mRel/mRaw, "ratio")
+		b.Logf("rounds: relay %.0f, raw %.0f msg/s", rel, raw)
+	}
+	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
+	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+}
+
+const (
+	benchBatch  = 100
+	benchWindow = 256
+)
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// The statements a hand-written pgx program would use on relay's tables.
+func sqlFor(q string) string {
+	return strings.ReplaceAll(q, "S.", pgx.Identifier{testSchema}.Sanitize()+".")
+}
+
+var (
+	rawInsert = sqlFor(`WITH m AS (
+	INSERT INTO S.messages (topic, relay_id, key, md_keys, md_values, payload)
+	SELECT $1, $2, '', '{}', '{}', $3 WHERE EXISTS (SELECT 1 FROM S.groups WHERE topic = $1)
+	RETURNING id)
+INSERT INTO S.deliveries (topic, group_name, message_id)
+SELECT $1, g.name, m.id FROM m, S.groups g WHERE g.topic = $1`)
+	rawClaim = sqlFor(`WITH c AS (
+	SELECT ctid FROM S.deliveries
+	WHERE topic = $1 AND group_name = $2 AND visible_at <= now()
+	ORDER BY message_id LIMIT $3 FOR UPDATE SKIP LOCKED),
+u AS (
+	UPDATE S.deliveries d SET visible_at = now() + interval '30 seconds', attempts = d.attempts + 1, lease_holder = 'raw'
+	WHERE d.ctid = ANY (ARRAY(SELECT ctid FROM c))
+	RETURNING d.message_id, d.attempts)
+SELECT u.message_id, u.attempts, m.relay_id, m.key, m.md_keys, m.md_values, m.payload
+FROM u JOIN S.messages m ON m.id = u.message_id ORDER BY u.message_id`)
+	rawAck     = sqlFor(`DELETE FROM S.deliveries WHERE topic = $1 AND group_name = $2 AND message_id = ANY($3)`)
+	rawCleanup = sqlFor(`DELETE FROM S.messages m WHERE m.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM S.deliveries d WHERE d.message_id = m.id)`)
+	rawGroup   = sqlFor(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`)
+)
+
+// analyze refreshes the planner's statistics of relay's tables outside
+// the timed part: with stale ones (tables that just grew from empty) both
+// sides run ten times slower until autovacuum catches up, whichever round
+// that happens to hit.
+func analyze(b *testing.B, pool *pgxpool.Pool) {
+	for _, t := range []string{"groups", "messages", "deliveries"} {
+		if _, err := pool.Exec(context.Background(), "ANALYZE "+table(t)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func rawPublish(b *testing.B, pool *pgxpool.Pool, topic string, n int) {
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	for done := 0; done < n; done += benchBatch {
+		batch := &pgx.Batch{}
+		for range min(benchBatch, n-done) {
+			batch.Queue(rawInsert, topic, relay.NewID(), payload)
+		}
+		batch.Queue(`SELECT pg_notify($1, $2)`, "relay_"+testSchema, topic)
+		if err := pool.SendBatch(ctx, batch).Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// provisioned makes a fresh topic with one group, so that publishing
+// stores messages on both sides.
+func provisioned(b *testing.B, pool *pgxpool.Pool) (topic, group string) {
+	topic, group = relaytest.Unique("bench"), relaytest.Unique("g")
+	if _, err := pool.Exec(context.Background(), rawGroup, topic, group); err != nil {
+		b.Fatal(err)
+	}
+	return topic, group
+}
+
+func relayPublishRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	pub := openPub(b)
+	topic, _ := provisioned(b, rawPool(b))
+	payload := make([]byte, 100)
+	batch := make([]*relay.Message, benchBatch)
+	start := time.Now()
+	for done := 0; done < n; done += benchBatch {
+		k := min(benchBatch, n-done)
+		for j := range batch[:k] {
+			batch[j] = relay.NewMessage(payload)
+		}
+		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = pub.Close()
+	return rate
+}
+
+func rawPublishRate(b *testing.B, n int) float64 {
+	pool := rawPool(b)
+	openPub(b) // creates the schema
+	topic, _ := provisioned(b, pool)
+	start := time.Now()
+	rawPublish(b, pool, topic, n)
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func relayConsumeRate(b *testing.B, n int) float64 {
+	pool := rawPool(b)
+	openPub(b)
+	topic, group := provisioned(b, pool)
+	rawPublish(b, pool, topic, n)
+	analyze(b, pool)
+	sub := openSub(b, group, "inflight", "256")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		if err := (<-ch).Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cancel()
+	for range ch { // closed once every ack is in the database
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = sub.Close()
+	return rate
+}
+
+func rawConsumeRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	pool := rawPool(b)
+	openPub(b)
+	topic, group := provisioned(b, pool)
+	rawPublish(b, pool, topic, n)
+	analyze(b, pool)
+	start := time.Now()
+	for got := 0; got < n; {
+		rows, err := pool.Query(ctx, rawClaim, topic, group, benchWindow)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ids []int64
+		for rows.Next() {
+			var (
+				id               int64
+				attempts         int
+				rid, key         string
+				mdKeys, mdValues []string
+				payload          []byte
+			)
+			if err := rows.Scan(&id, &attempts, &rid, &key, &mdKeys, &mdValues, &payload); err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			b.Fatal(err)
+		}
+		if len(ids) == 0 {
+			b.Fatalf("claimed nothing after %d of %d", got, n)
+		}
+		if _, err := pool.Exec(ctx, rawAck, topic, group, ids); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, rawCleanup, ids); err != nil {
+			b.Fatal(err)
+		}
+		got += len(ids)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}

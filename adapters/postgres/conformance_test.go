@@ -1,0 +1,47 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	_ "github.com/go-relay/relay/adapters/postgres"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+func TestConformance(t *testing.T) {
+	base := pgURL(t)
+	h := adaptertest.Harness{
+		NewPublisher: func(t testing.TB) relay.Publisher {
+			p, err := relay.OpenPublisher(context.Background(), base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := relay.OpenSubscriber(context.Background(), withParams(t, base, "group", group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		PublisherURL:  base,
+		SubscriberURL: func(group string) string { return withParams(t, base, "group", group) },
+		HungBroker: func(t testing.TB) adaptertest.HungBroker {
+			proxied, p := testenv.ProxyURL(t, base)
+			return adaptertest.HungBroker{
+				PublisherURL:  proxied,
+				SubscriberURL: func(group string) string { return withParams(t, proxied, "group", group) },
+				Hang:          p.Hang,
+			}
+		},
+	}
+	if why := local.CanRestart(t); why == "" {
+		h.Restart = local.Restart
+	} else {
+		t.Logf("no Restart hook: %s", why)
+	}
+	adaptertest.Run(t, h)
+}

@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-relay/relay"
+)
+
+// validText reports why s cannot be stored in a PostgreSQL text column
+// (NUL bytes or invalid UTF-8 in a UTF8 database), or "".
+func validText(s string) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		return "contains a NUL byte"
+	}
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	return ""
+}
+
+// checkText applies validText to m's ID, Key and metadata.
+func checkText(m *relay.Message) error {
+	bad := func(what, s, why string) error {
+		return &relay.LimitError{MessageID: m.ID, What: what,
+			Detail: fmt.Sprintf("%.40q %s; PostgreSQL text cannot store it (put binary data in the payload)", s, why)}
+	}
+	if why := validText(m.ID); why != "" {
+		return bad("message ID", m.ID, why)
+	}
+	if why := validText(m.Key); why != "" {
+		return bad("key", m.Key, why)
+	}
+	for k, v := range m.Metadata {
+		if why := validText(k); why != "" {
+			return bad("metadata key", k, why)
+		}
+		if why := validText(v); why != "" {
+			return bad("metadata value", v, why)
+		}
+	}
+	return nil
+}
+
+func checkTopic(topic string) error {
+	if why := validText(topic); why != "" {
+		return fmt.Errorf("%w: %.40q %s", relay.ErrInvalidTopic, topic, why)
+	}
+	return nil
+}
+
+// row is a message as the insert statement takes it.
+type row struct {
+	id, key          string
+	mdKeys, mdValues []string
+	payload          []byte
+}
+
+// toRow lays out m for the messages table: metadata sorted by name (so
+// that rows are stable and readable), never NULL arrays, and a present
+// payload even when m.Payload is nil.
+func toRow(m *relay.Message) row {
+	r := row{id: m.ID, key: m.Key, mdKeys: make([]string, 0, len(m.Metadata)), mdValues: make([]string, 0, len(m.Metadata)), payload: m.Payload}
+	for k := range m.Metadata {
+		r.mdKeys = append(r.mdKeys, k)
+	}
+	sort.Strings(r.mdKeys)
+	for _, k := range r.mdKeys {
+		r.mdValues = append(r.mdValues, m.Metadata[k])
+	}
+	if r.payload == nil {
+		r.payload = []byte{}
+	}
+	return r
+}
+
+func (r row) args(topic string) []any {
+	return []any{topic, r.id, r.key, r.mdKeys, r.mdValues, r.payload}
+}
+
+// DecodeMetadata turns the md_keys and md_values arrays of a messages row
+// into metadata. Rows written by relay have distinct keys and arrays of one
+// length. A row written by hand (through PublishSQLTx or plain SQL) may
+// repeat a key: the first occurrence keeps its name, the 2nd, 3rd, ... are
+// kept as "<name>#2", "<name>#3", ... (the next free number when that name
+// is taken). A missing value counts as ""; extra values are kept under
+// "relay-extra-value#N".
+func DecodeMetadata(keys, values []string) relay.Metadata {
+	if len(keys) == 0 && len(values) == 0 {
+		return nil
+	}
+	md := make(relay.Metadata, max(len(keys), len(values)))
+	type kv struct{ k, v string }
+	var repeats []kv
+	for i := 0; i < max(len(keys), len(values)); i++ {
+		k, v := "relay-extra-value", ""
+		if i < len(keys) {
+			k = keys[i]
+		}
+		if i < len(values) {
+			v = values[i]
+		}
+		if _, taken := md[k]; taken {
+			repeats = append(repeats, kv{k, v})
+			continue
+		}
+		md[k] = v
+	}
+	// Repeats are numbered after every first occurrence has its name, so
+	// that a literal "<name>#2" later in the row keeps it.
+	for _, r := range repeats {
+		for n := 2; ; n++ {
+			alt := r.k + "#" + strconv.Itoa(n)
+			if _, taken := md[alt]; !taken {
+				md[alt] = r.v
+				break
+			}
+		}
+	}
+	return md
+}

@@ -1,0 +1,137 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+// testSchema is this test run's own schema, dropped when the run ends.
+var testSchema = "relay_test_" + strings.ToLower(strings.ReplaceAll(relay.NewID(), "-", "")[20:])
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		dropSchema()
+		os.Exit(code)
+	}))
+}
+
+func dropSchema() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, testenv.URL("RELAY_TEST_POSTGRES_URL", testenv.DefaultPostgresURL))
+	if err != nil {
+		return // the server is not there: nothing was created
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{testSchema}.Sanitize()+" CASCADE"); err != nil {
+		fmt.Fprintf(os.Stderr, "dropping test schema %s: %v\n", testSchema, err)
+	}
+}
+
+// pgURL is the test server with this run's schema.
+func pgURL(t testing.TB) string {
+	t.Helper()
+	return withParams(t, testenv.Postgres(t), "schema", testSchema)
+}
+
+// withParams returns base with the query parameters kv added.
+func withParams(t testing.TB, base string, kv ...string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// rawPool is a plain pgx pool on the test server, closed at cleanup.
+func rawPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(context.Background(), testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// table is the quoted name of one of relay's tables in the test schema.
+func table(name string) string { return pgx.Identifier{testSchema, name}.Sanitize() }
+
+func openPub(t testing.TB, kv ...string) relay.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := relay.OpenPublisher(ctx, withParams(t, pgURL(t), kv...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := relay.OpenSubscriber(ctx, withParams(t, pgURL(t), append([]string{"group", group}, kv...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func next(t testing.TB, ch <-chan *relay.Message) *relay.Message {
+	t.Helper()
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			t.Fatal("subscription channel closed")
+		}
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message within 30s")
+	}
+	return nil
+}
+
+var errRollback = errors.New("roll back")
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// pgURLPlain is the test server's URL without relay's parameters, for
+// plain pgx and database/sql clients.
+func pgURLPlain(t testing.TB) string { return testenv.Postgres(t) }
+
+// local is the test server for restarts (see testenv.LocalPostgres).
+var local = testenv.LocalPostgres(postgresUp)
+
+func postgresUp() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, testenv.URL("RELAY_TEST_POSTGRES_URL", testenv.DefaultPostgresURL))
+	if err != nil {
+		return false
+	}
+	defer c.Close(ctx)
+	return c.Ping(ctx) == nil
+}

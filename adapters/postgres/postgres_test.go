@@ -1,0 +1,296 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/postgres"
+	"github.com/go-relay/relay/internal/relaytest"
+)
+
+func count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := rawPool(t).QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPublishBeforeGroup: a message published while the topic has no
+// group is not kept (no row at all); Provision makes the group keep what
+// is published afterwards, before its first Subscribe, and Lag counts it.
+func TestPublishBeforeGroup(t *testing.T) {
+	ctx := context.Background()
+	pub := openPub(t)
+	topic, group := relaytest.Unique("before"), relaytest.Unique("g")
+	early := relay.NewMessage([]byte("before the group"))
+	if err := pub.Publish(ctx, topic, early); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, "SELECT count(*) FROM "+table("messages")+" WHERE topic = $1", topic); n != 0 {
+		t.Fatalf("%d message rows for a topic without groups, want 0", n)
+	}
+	sub := openSub(t, group)
+	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	late := relay.NewMessage([]byte("after Provision"))
+	if err := pub.Publish(ctx, topic, late); err != nil {
+		t.Fatal(err)
+	}
+	lag, err := sub.(relay.LagReporter).Lag(ctx, topic)
+	if err != nil || lag != 1 {
+		t.Fatalf("Lag = %d, %v; want 1", lag, err)
+	}
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := next(t, ch)
+	if m.ID != late.ID {
+		t.Fatalf("got %q, want the message published after Provision %q", m.ID, late.ID)
+	}
+	if err := m.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "lag 0 after the ack", func() bool {
+		lag, err := sub.(relay.LagReporter).Lag(ctx, topic)
+		return err == nil && lag == 0
+	})
+}
+
+// TestRetention: a message row stays while any group still needs it and
+// is deleted once every group acked it.
+func TestRetention(t *testing.T) {
+	ctx := context.Background()
+	topic := relaytest.Unique("retention")
+	a, b := openSub(t, relaytest.Unique("a")), openSub(t, relaytest.Unique("b"))
+	for _, s := range []relay.Subscriber{a, b} {
+		if err := s.(relay.Provisioner).Provision(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := relay.NewMessage([]byte("x"))
+	if err := openPub(t).Publish(ctx, topic, m); err != nil {
+		t.Fatal(err)
+	}
+	rows := func() int {
+		return count(t, "SELECT count(*) FROM "+table("messages")+" WHERE relay_id = $1", m.ID)
+	}
+	if n := rows(); n != 1 {
+		t.Fatalf("%d message rows for one message and two groups, want 1", n)
+	}
+	if n := count(t, "SELECT count(*) FROM "+table("deliveries")+" WHERE topic = $1", topic); n != 2 {
+		t.Fatalf("%d delivery rows for two groups, want 2", n)
+	}
+	ack := func(s relay.Subscriber) {
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ch, err := s.Subscribe(sctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := next(t, ch).Ack(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		for range ch { // closed once the ack reached the database
+		}
+	}
+	ack(a)
+	if n := rows(); n != 1 {
+		t.Fatalf("%d message rows after one of two groups acked, want 1", n)
+	}
+	ack(b)
+	if n := rows(); n != 0 {
+		t.Fatalf("%d message rows after both groups acked, want 0", n)
+	}
+}
+
+// TestNotifyWakes: with polling practically off, a subscription waiting
+// for messages receives one published later, a nacked one again, and one
+// released by another subscription of the group: the wake-ups come from
+// NOTIFY.
+func TestNotifyWakes(t *testing.T) {
+	ctx := context.Background()
+	topic, group := relaytest.Unique("notify"), relaytest.Unique("g")
+	sub := openSub(t, group, "poll", "1h")
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := openPub(t)
+	for i := range 3 {
+		// Let the receiver go idle first, so that it has to be woken.
+		waitFor(t, "an idle receiver", func() bool {
+			return count(t, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'") > 0
+		})
+		m := relay.NewMessage([]byte{byte(i)})
+		if err := pub.Publish(ctx, topic, m); err != nil {
+			t.Fatal(err)
+		}
+		got := next(t, ch)
+		if got.ID != m.ID {
+			t.Fatalf("got %q, want %q", got.ID, m.ID)
+		}
+		if err := got.Nack(); err != nil {
+			t.Fatal(err)
+		}
+		again := next(t, ch)
+		if again.ID != m.ID || again.Attempt() != 2 {
+			t.Fatalf("after Nack got %q attempt %d, want %q attempt 2", again.ID, again.Attempt(), m.ID)
+		}
+		if err := again.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Released by another subscriber of the group when its subscription ends.
+	other := openSub(t, group, "poll", "1h")
+	octx, cancel := context.WithCancel(ctx)
+	och, err := other.Subscribe(octx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := relay.NewMessage([]byte("released"))
+	if err := pub.Publish(ctx, topic, m); err != nil {
+		t.Fatal(err)
+	}
+	var first *relay.Message
+	select {
+	case first = <-och:
+		cancel()
+		for range och {
+		}
+		got := next(t, ch)
+		if got.ID != m.ID || got.Attempt() != 2 {
+			t.Fatalf("after release got %q attempt %d, want %q attempt 2", got.ID, got.Attempt(), m.ID)
+		}
+		_ = got.Ack()
+	case first = <-ch:
+		cancel()
+		_ = first.Ack()
+	}
+	if first.ID != m.ID {
+		t.Fatalf("got %q, want %q", first.ID, m.ID)
+	}
+}
+
+// TestNackAfterNative: a delayed Nack survives the subscriber's Close
+// (the delay is the row's visible_at), and the attempt count survives too.
+func TestNackAfterNative(t *testing.T) {
+	ctx := context.Background()
+	topic, group := relaytest.Unique("delay"), relaytest.Unique("g")
+	sub := openSub(t, group)
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := relay.NewMessage([]byte("later"))
+	if err := openPub(t).Publish(ctx, topic, m); err != nil {
+		t.Fatal(err)
+	}
+	got := next(t, ch)
+	const delay = 2 * time.Second
+	nacked := time.Now()
+	if err := got.NackAfter(delay); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var visible time.Time
+	if err := rawPool(t).QueryRow(ctx, "SELECT visible_at FROM "+table("deliveries")+" WHERE topic = $1", topic).Scan(&visible); err != nil {
+		t.Fatal(err)
+	}
+	if visible.Before(nacked.Add(delay - 500*time.Millisecond)) {
+		t.Fatalf("visible_at %v is not about %v after the nack (%v): the delay did not hold across Close", visible, delay, nacked)
+	}
+	ch2, err := openSub(t, group).Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := next(t, ch2)
+	if again.ID != m.ID || again.Attempt() != 2 {
+		t.Fatalf("got %q attempt %d, want %q attempt 2", again.ID, again.Attempt(), m.ID)
+	}
+	_ = again.Ack()
+}
+
+// TestTextLimits: what PostgreSQL text cannot store is refused before
+// anything is written, with a *relay.LimitError naming the field.
+func TestTextLimits(t *testing.T) {
+	pub := openPub(t)
+	for name, m := range map[string]*relay.Message{
+		"metadata value": {Metadata: relay.Metadata{"k": "a\x00b"}},
+		"metadata key":   {Metadata: relay.Metadata{"\xff": "v"}},
+		"key":            {Key: "a\x00"},
+	} {
+		err := pub.Publish(context.Background(), relaytest.Unique("text"), m)
+		var le *relay.LimitError
+		if !errors.As(err, &le) || le.What != name {
+			t.Errorf("%s: err = %v, want a *relay.LimitError about the %s", name, err, name)
+		}
+	}
+	err := pub.Publish(context.Background(), "bad\x00topic", relay.NewMessage(nil))
+	if !errors.Is(err, relay.ErrInvalidTopic) {
+		t.Errorf("topic with NUL: err = %v, want relay.ErrInvalidTopic", err)
+	}
+}
+
+// TestSchemaSQL: the shipped file is what the adapter runs; applied by
+// hand it is idempotent and makes the tables the adapter uses.
+func TestSchemaSQL(t *testing.T) {
+	ddl, err := postgres.SchemaFor("relay_test_ddl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(ddl, postgres.SchemaPlaceholder) || !strings.Contains(ddl, `"relay_test_ddl".deliveries`) {
+		t.Fatalf("SchemaFor left the placeholder or did not name the schema:\n%s", ddl)
+	}
+	pool := rawPool(t)
+	ctx := context.Background()
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS relay_test_ddl CASCADE`) })
+	for range 2 {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'relay_test_ddl'"); n != 3 {
+		t.Fatalf("%d tables, want 3 (groups, messages, deliveries)", n)
+	}
+	if _, err := postgres.SchemaFor(`x"; DROP TABLE y; --`); err == nil {
+		t.Fatal("SchemaFor accepted a schema name that is not a plain identifier")
+	}
+}
+
+func TestDecodeMetadata(t *testing.T) {
+	got := postgres.DecodeMetadata([]string{"a", "b", "a", "a", "a#2"}, []string{"1", "2", "3", "4", "5"})
+	want := relay.Metadata{"a": "1", "b": "2", "a#2": "5", "a#3": "3", "a#4": "4"}
+	if len(got) != len(want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	if md := postgres.DecodeMetadata(nil, nil); len(md) != 0 {
+		t.Fatalf("empty arrays gave %q", md)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,155 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/internal/driver"
+)
+
+func capabilities(maxBytes int) relay.Capabilities {
+	return relay.Capabilities{
+		Backend:           "postgres",
+		Durable:           true,
+		CrossProcess:      true,
+		Ordering:          relay.OrderPerTopic,
+		NativeDelay:       true,
+		NativeDeadLetter:  false,
+		AttemptFromBroker: true,
+		MaxMessageBytes:   maxBytes,
+		MaxBatch:          maxBatch,
+		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
+			"so a group receives only what is published after Provision or its first Subscribe created it",
+	}
+}
+
+// NewPublisher returns a publisher that writes through pool. The pool
+// stays the caller's: Close does not close it. ctx bounds creating the
+// schema (see EnsureSchema). The publisher is safe for concurrent use.
+func NewPublisher(ctx context.Context, pool *pgxpool.Pool, cfg PublisherConfig) (relay.Publisher, error) {
+	return newPublisher(ctx, pool, cfg, nil)
+}
+
+func newPublisher(ctx context.Context, pool *pgxpool.Pool, cfg PublisherConfig, dials *dialTracker) (relay.Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	if err := EnsureSchema(ctx, pool, cfg.Schema); err != nil {
+		return nil, err
+	}
+	d := &pubDriver{pool: pool, cfg: cfg, own: dials != nil, dials: dials, q: newQueries(cfg.Schema), caps: capabilities(cfg.MaxBytes)}
+	return driver.NewPublisher(d, 0), nil
+}
+
+type pubDriver struct {
+	pool *pgxpool.Pool
+	cfg  PublisherConfig
+	own  bool
+	q    *queries
+	caps relay.Capabilities
+	// dials are the pool's connections when the publisher opened it.
+	dials *dialTracker
+	// unhealthy is the connection error of the latest publish attempt,
+	// nil once a publish went through.
+	unhealthy atomic.Pointer[error]
+}
+
+// Health implements relay.HealthChecker without network I/O: the
+// connection error the latest publish attempt met, or nil.
+func (d *pubDriver) Health() error {
+	if p := d.unhealthy.Load(); p != nil {
+		return fmt.Errorf("postgres: %w", *p)
+	}
+	return nil
+}
+
+func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// ValidateTopic implements driver.TopicValidator.
+func (d *pubDriver) ValidateTopic(topic string) error { return checkTopic(topic) }
+
+// ValidateMessage implements driver.MessageValidator: text columns take
+// neither NUL bytes nor invalid UTF-8.
+func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return checkText(m) }
+
+// SendBatch inserts msgs in one transaction (one pipelined round trip:
+// one insert per message and a NOTIFY), so the batch is accepted or
+// rejected as a whole. A connection problem is retried with backoff until
+// ctx is done; a batch whose commit was in doubt may then be stored twice
+// (at-least-once).
+func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
+	var bo backoff.Backoff
+	for {
+		// A fresh batch per attempt: pgx stores the statement descriptions
+		// of one connection in the queued queries.
+		err := d.pool.SendBatch(ctx, d.q.batch(topic, msgs)).Close()
+		if err == nil {
+			d.unhealthy.Store(nil)
+			return nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+				return fmt.Errorf("postgres: publishing to %q: %w: %v", topic, ctx.Err(), err)
+			}
+			return fmt.Errorf("postgres: publishing to %q: %w", topic, err)
+		}
+		d.unhealthy.Store(&err)
+		if !bo.Sleep(ctx) {
+			return fmt.Errorf("postgres: publishing to %q: %w (last error: %v)", topic, ctx.Err(), err)
+		}
+	}
+}
+
+// batch queues the insert of every message and one NOTIFY.
+func (q *queries) batch(topic string, msgs []*relay.Message) *pgx.Batch {
+	b := &pgx.Batch{}
+	for _, m := range msgs {
+		b.Queue(q.insert, toRow(m).args(topic)...)
+	}
+	b.Queue(q.notify, q.channel, notifyPayload(topic))
+	return b
+}
+
+// maxNotifyPayload keeps below PostgreSQL's 8000-byte notification limit.
+const maxNotifyPayload = 7900
+
+// notifyPayload is the topic, or "" (wake every subscription) for a topic
+// too long for a notification.
+func notifyPayload(topic string) string {
+	if len(topic) > maxNotifyPayload {
+		return ""
+	}
+	return topic
+}
+
+// transient reports whether err is a connection problem worth retrying,
+// rather than a statement PostgreSQL rejected.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// connection exceptions, operator intervention (shutdown), insufficient resources
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") || strings.HasPrefix(pe.Code, "53")
+	}
+	return true
+}
+
+// Close closes the pool when the publisher opened it from a URL.
+func (d *pubDriver) Close() error {
+	if d.own {
+		closePool(d.pool, d.dials)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/driver"
+)
+
+// NewSubscriber returns a subscriber for cfg.Group that works through
+// pool, plus one connection of its own (from pool's configuration) that
+// LISTENs for new messages. The pool stays the caller's: Close does not
+// close it. ctx bounds creating the schema. The subscriber is safe for
+// concurrent use and implements relay.Provisioner, relay.LagReporter and
+// relay.HealthChecker.
+func NewSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig) (relay.Subscriber, error) {
+	return newSubscriber(ctx, pool, cfg, nil)
+}
+
+func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig, dials *dialTracker) (relay.Subscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	d := &subDriver{pool: pool, cfg: cfg, own: dials != nil, dials: dials, q: newQueries(cfg.Schema), caps: capabilities(DefaultMaxBytes)}
+	if err := d.schema.ensure(ctx, pool, cfg.Schema); err != nil {
+		return nil, err
+	}
+	d.l = startListener(pool.Config().ConnConfig.Copy(), d.q, cfg.Logger)
+	return driver.NewSubscriber(d, driver.Options{
+		InFlight:    cfg.InFlight,
+		ExtendEvery: cfg.Lease / 3,
+		Logger:      cfg.Logger,
+	}), nil
+}
+
+type subDriver struct {
+	pool   *pgxpool.Pool
+	cfg    SubscriberConfig
+	own    bool
+	q      *queries
+	caps   relay.Capabilities
+	schema schemaOnce
+	l      *listener
+	// dials are the pool's connections when the subscriber opened it.
+	dials *dialTracker
+}
+
+func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// Health implements relay.HealthChecker without network I/O: the problem
+// of the LISTEN connection while it is down, or nil. (The shared layer
+// adds the errors of failing claims.)
+func (d *subDriver) Health() error {
+	if err := d.l.health(); err != nil {
+		return fmt.Errorf("postgres: LISTEN connection: %w", err)
+	}
+	return nil
+}
+
+// Provision implements driver.ProvisionDriver: it creates the schema if
+// needed and the group's row for topic, so that every message published
+// to topic from now on gets a delivery row for the group. Idempotent.
+func (d *subDriver) Provision(ctx context.Context, topic string) error {
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	if err := d.schema.ensure(ctx, d.pool, d.cfg.Schema); err != nil {
+		return err
+	}
+	if _, err := d.pool.Exec(ctx, d.q.group, topic, d.cfg.Group); err != nil {
+		return fmt.Errorf("postgres: creating group %q of topic %q: %w", d.cfg.Group, topic, err)
+	}
+	return nil
+}
+
+// Subscribe implements driver.SubscribeDriver: it provisions the group,
+// removes a bounded batch of message rows of topic that no group needs
+// any more, and starts a receiver.
+func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.Provision(cctx, topic); err != nil {
+		return nil, err
+	}
+	if _, err := d.pool.Exec(cctx, d.q.sweep, topic); err != nil {
+		d.cfg.Logger.Warn("postgres: removing message rows no group needs failed", "topic", topic, "err", err)
+	}
+	return newReceiver(d, topic), nil
+}
+
+// Close stops the LISTEN connection and closes the pool when the
+// subscriber opened it from a URL.
+func (d *subDriver) Close() error {
+	d.l.cancel()
+	if d.own {
+		closePool(d.pool, d.dials)
+	}
+	d.l.stop()
+	return nil
+}

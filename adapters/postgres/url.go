@@ -1,0 +1,151 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/urlopt"
+)
+
+// Schemes of this backend.
+const (
+	Scheme     = "postgres"
+	SchemeLong = "postgresql"
+)
+
+func init() {
+	relay.Register(Scheme, opener{})
+	relay.Register(SchemeLong, opener{})
+}
+
+type opener struct{}
+
+// ConnParams are the query parameters passed on to pgx (libpq's names)
+// unchanged; see the pgx and pgxpool documentation.
+var ConnParams = []string{
+	"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslsni",
+	"connect_timeout", "application_name", "target_session_attrs", "search_path",
+	"pool_max_conns", "pool_min_conns", "pool_max_conn_lifetime", "pool_max_conn_idle_time",
+	"pool_health_check_period", "pool_max_conn_lifetime_jitter",
+}
+
+// defaultConnectTimeout (seconds) bounds each connection attempt unless
+// connect_timeout= says otherwise, so a server that stopped answering does
+// not hold a dial for the OS's TCP timeout.
+const defaultConnectTimeout = "5"
+
+// urlConfig is everything a postgres:// URL configures, for both sides.
+type urlConfig struct {
+	pool *pgxpool.Config
+	pub  PublisherConfig
+	sub  SubscriberConfig
+}
+
+// parseURL reads the connection and the parameters of both sides, so that
+// one URL serves a publisher and a subscriber: each side ignores the
+// other's parameters, whose values are still checked. subscriber adds the
+// subscriber's own requirement, a group. Every problem is reported as a
+// *relay.URLError (joined).
+func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
+	p := urlopt.New(u)
+	var c urlConfig
+	schema := p.String("schema", DefaultSchema)
+	if err := checkSchema(schema); err != nil {
+		p.Fail("schema", "%q is not a lower-case SQL identifier of at most 57 bytes (letters, digits, _)", schema)
+	}
+	c.pub = PublisherConfig{Schema: schema, MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
+	if c.pub.MaxBytes > maxBytesLimit {
+		p.Fail("max_bytes", "%d exceeds the adapter's limit of %d (512 MiB)", c.pub.MaxBytes, maxBytesLimit)
+	}
+	c.sub = SubscriberConfig{
+		Group:    p.String("group", ""),
+		Schema:   schema,
+		InFlight: p.Int("inflight", DefaultInFlight, 1),
+		Lease:    p.Duration("lease", DefaultLease),
+		Poll:     p.Duration("poll", DefaultPoll),
+	}
+	if subscriber && c.sub.Group == "" {
+		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
+	}
+	if why := validText(c.sub.Group); why != "" {
+		p.Fail("group", "%s", why)
+	}
+	if c.sub.Lease < minLease {
+		p.Fail("lease", "must be at least %v", minLease)
+	}
+	if c.sub.Poll <= 0 {
+		p.Fail("poll", "must be positive")
+	}
+	conn := url.Values{}
+	for _, name := range ConnParams {
+		if p.Has(name) {
+			conn.Set(name, p.String(name, ""))
+		}
+	}
+	if conn.Get("connect_timeout") == "" {
+		conn.Set("connect_timeout", defaultConnectTimeout)
+	}
+	cu := *u
+	cu.Scheme, cu.RawQuery, cu.Fragment = "postgres", conn.Encode(), ""
+	cfg, err := pgxpool.ParseConfig(cu.String())
+	if err != nil {
+		p.Fail("", "%s", strings.TrimPrefix(err.Error(), "cannot parse "))
+	}
+	c.pool = cfg
+	return c, p.Err()
+}
+
+// CheckURL implements relay.URLChecker.
+func (opener) CheckURL(u *url.URL) error {
+	_, err := parseURL(u, false)
+	return err
+}
+
+// CheckSubscriberURL implements relay.URLChecker.
+func (opener) CheckSubscriberURL(u *url.URL) error {
+	_, err := parseURL(u, true)
+	return err
+}
+
+// OpenPublisher opens postgres://user[:pass]@host:5432/db?... (see docs/postgres.md).
+func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
+	c, err := parseURL(u, false)
+	if err != nil {
+		return nil, err
+	}
+	dials := track(&c.pool.ConnConfig.Config)
+	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+	}
+	pub, err := newPublisher(ctx, pool, c.pub, dials)
+	if err != nil {
+		closePool(pool, dials)
+		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+	}
+	return pub, nil
+}
+
+// OpenSubscriber opens postgres://user[:pass]@host:5432/db?group=G&... (see docs/postgres.md).
+func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
+	c, err := parseURL(u, true)
+	if err != nil {
+		return nil, err
+	}
+	dials := track(&c.pool.ConnConfig.Config)
+	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+	}
+	sub, err := newSubscriber(ctx, pool, c.sub, dials)
+	if err != nil {
+		closePool(pool, dials)
+		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+	}
+	return sub, nil
+}
