@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/driver"
+	"github.com/go-relay/relay/driver"
 )
 
 // Outbox writes messages inside the caller's transaction (the

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/backoff"
-	"github.com/go-relay/relay/internal/driver"
 )
 
 func capabilities(maxBytes int) relay.Capabilities {

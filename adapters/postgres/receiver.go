@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/driver"
+	"github.com/go-relay/relay/driver"
 )
 
 // receiver is one subscription: it claims the group's delivery rows of

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/driver"
+	"github.com/go-relay/relay/driver"
 )
 
 // NewSubscriber returns a subscriber for cfg.Group that works through
