@@ -21,6 +21,8 @@ const (
 	DefaultRedisURL = "redis://127.0.0.1:6379/0"
 	// RELAY_TEST_AMQP_URL
 	DefaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+	// RELAY_TEST_NATS_URL (a nats-server with JetStream enabled, -js)
+	DefaultNATSURL = "nats://127.0.0.1:4222"
 )
 
 // Required reports whether a missing broker must fail the test.
@@ -51,6 +53,8 @@ func Reachable(rawURL string) error {
 			host = net.JoinHostPort(u.Hostname(), "5672")
 		case "amqps":
 			host = net.JoinHostPort(u.Hostname(), "5671")
+		case "nats":
+			host = net.JoinHostPort(u.Hostname(), "4222")
 		}
 	}
 	c, err := net.DialTimeout("tcp", host, 3*time.Second)
@@ -79,3 +83,6 @@ func Redis(t testing.TB) string { return Need(t, "Redis", "RELAY_TEST_REDIS_URL"
 
 // AMQP returns the RabbitMQ URL for tests.
 func AMQP(t testing.TB) string { return Need(t, "RabbitMQ", "RELAY_TEST_AMQP_URL", DefaultAMQPURL) }
+
+// NATS returns the NATS (JetStream) URL for tests.
+func NATS(t testing.TB) string { return Need(t, "NATS", "RELAY_TEST_NATS_URL", DefaultNATSURL) }

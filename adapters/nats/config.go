@@ -1,0 +1,78 @@
+package nats
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults of the configuration fields.
+const (
+	DefaultInFlight        = 64
+	DefaultAckWait         = 30 * time.Second
+	DefaultFetchWait       = 5 * time.Second
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultMaxAckPending   = 1000
+	DefaultDialTimeout     = 5 * time.Second
+	// DefaultPublishBatch is how many asynchronous publishes one SendBatch
+	// has outstanding before it waits for their acks (Capabilities().MaxBatch).
+	DefaultPublishBatch = 256
+)
+
+// Storage is where a stream created by the adapter keeps its messages.
+type Storage string
+
+// Storage kinds.
+const (
+	StorageFile   Storage = "file"
+	StorageMemory Storage = "memory"
+)
+
+// StreamConfig is what the adapter uses when it creates a topic's stream
+// itself (no stream= given). An existing stream is never changed.
+type StreamConfig struct {
+	// Stream, when set, names a stream that the user manages (stream=):
+	// the adapter creates neither it nor changes it; it must exist and
+	// hold the topic's subject. The other fields are then unused.
+	Stream string
+	// Storage is file (default) or memory (storage=).
+	Storage Storage
+	// Replicas of a created stream (replicas=). Default 1.
+	Replicas int
+	// MaxAge drops messages older than this (max_age=); 0 keeps them until
+	// another limit applies.
+	MaxAge time.Duration
+	// MaxMsgs keeps at most this many messages (max_msgs=); 0 = no limit.
+	MaxMsgs int64
+	// MaxBytes keeps at most this many bytes (max_bytes=); 0 = no limit.
+	MaxBytes int64
+	// DuplicateWindow is how long JetStream remembers message IDs to
+	// drop a publish it already stored (duplicate_window=). Default 2m.
+	DuplicateWindow time.Duration
+}
+
+// SubscriberConfig configures a subscriber.
+type SubscriberConfig struct {
+	// Group is the group of competing consumers (group=), one durable
+	// pull consumer per topic. Required.
+	Group string
+	// InFlight bounds unsettled messages per subscription (inflight=).
+	// Default 64.
+	InFlight int
+	// AckWait is how long the server waits for a settlement before it
+	// redelivers (ack_wait=). Default 30s; leases of messages in work are
+	// extended (+WPI) every AckWait/3. Applies when the adapter creates the
+	// consumer; an existing consumer keeps its own.
+	AckWait time.Duration
+	// MaxDeliver bounds the deliveries of a message (max_deliver=); 0 =
+	// unlimited. JetStream then stops delivering the message without moving
+	// it anywhere; use relay's PoisonQueue middleware for a dead-letter topic.
+	MaxDeliver int
+	// MaxAckPending bounds the unacknowledged messages of the whole group
+	// (max_ack_pending=). Default 1000.
+	MaxAckPending int
+	// FetchWait is how long one pull request waits for a message
+	// (fetch_wait=). Default 5s. Close interrupts it.
+	FetchWait time.Duration
+	// Logger receives transient errors. Default slog.Default().
+	Logger *slog.Logger
+}

@@ -1,0 +1,47 @@
+package nats_test
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	_ "github.com/go-relay/relay/adapters/nats"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	base := natsURL(t)
+	h := adaptertest.Harness{
+		NewPublisher: func(t testing.TB) relay.Publisher {
+			p, err := relay.OpenPublisher(context.Background(), base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := relay.OpenSubscriber(context.Background(), withParams(t, base, "group", group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		PublisherURL:  base,
+		SubscriberURL: func(group string) string { return withParams(t, base, "group", group) },
+		HungBroker: func(t testing.TB) adaptertest.HungBroker {
+			proxied, p := testenv.ProxyURL(t, base)
+			return adaptertest.HungBroker{
+				PublisherURL:  proxied,
+				SubscriberURL: func(group string) string { return withParams(t, proxied, "group", group) },
+				Hang:          p.Hang,
+			}
+		},
+	}
+	t.Log("no Restart hook: restarting the shared nats-server from a test needs a LocalBroker for NATS in internal/testenv (not written yet)")
+	adaptertest.Run(t, h)
+}
