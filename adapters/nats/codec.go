@@ -33,30 +33,33 @@ const (
 
 var b64 = base64.StdEncoding
 
-// headerSafeName reports whether s can be a header name as is: printable ASCII
-// without ':' or space, non-empty.
+// headerSafeName reports whether s can be a header name as is: the
+// printable ASCII that nats.go accepts in a header name (no space and
+// none of "()/,:;<=>?@[\]{}), non-empty.
 func headerSafeName(s string) bool {
 	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c >= 0x7f || c == ':' {
+		if c := s[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(forbiddenNameChars, c) >= 0 {
 			return false
 		}
 	}
 	return true
 }
 
+const forbiddenNameChars = "\"()/,:;<=>?@[\\]{}"
+
 // headerSafeValue reports whether s survives a NATS header as is:
-// printable ASCII and spaces, not starting with a space (the parser trims
-// leading blanks).
+// printable ASCII and spaces, not starting or ending with a space
+// (nats.go trims both ends of a value and turns CR and LF into spaces).
 func headerSafeValue(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < ' ' || c >= 0x7f {
 			return false
 		}
 	}
-	return !strings.HasPrefix(s, " ")
+	return !strings.HasPrefix(s, " ") && !strings.HasSuffix(s, " ")
 }
 
 // encode builds the NATS message for m on subject. The ID always goes in
@@ -176,18 +179,18 @@ func decode(h natsgo.Header, data []byte, stream string, seq uint64) *relay.Mess
 		}
 	}
 	// Foreign headers (and repeats of the adapter's own) are added after
-	// the adapter's metadata, in sorted order so the numbering is stable.
+	// the adapter's metadata, in sorted order so the numbering is stable:
+	// first every header's first value under its own name, then the
+	// repeats, so that a foreign header named "x#2" keeps its name.
 	slices.Sort(foreign)
 	for _, name := range foreign {
-		vs := h[name]
-		start := 0
-		if isOwnHeader(name) {
-			start = 1 // the first value was read above
-		} else {
-			putFree(md, name, vs[0], 1)
+		if !isOwnHeader(name) {
+			putFree(md, name, h[name][0], 1)
 		}
-		for i := max(start, 1); i < len(vs); i++ {
-			putFree(md, name, vs[i], 2)
+	}
+	for _, name := range foreign {
+		for _, v := range h[name][1:] {
+			putFree(md, name, v, 2)
 		}
 	}
 	if len(md) > 0 {

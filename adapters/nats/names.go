@@ -29,12 +29,28 @@ func StreamName(topic string) string { return "relay_" + safeName(topic, maxName
 // ConsumerName(group + "_" + topic).
 func ConsumerName(group string) string { return safeName(group, maxNameLen) }
 
+// nameChar reports whether c may stand in a stream or consumer name.
+func nameChar(c byte) bool {
+	return c > ' ' && c < 0x7f && c != '.' && c != '*' && c != '>' && c != '/' && c != '\\'
+}
+
+// validName reports whether s is a stream or consumer name as JetStream
+// accepts it.
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !nameChar(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
+
 func safeName(s string, limit int) string {
 	var b strings.Builder
 	changed := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c <= ' ' || c >= 0x7f || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' {
+		if !nameChar(c) {
 			b.WriteByte('_')
 			changed = true
 			continue

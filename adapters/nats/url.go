@@ -98,7 +98,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if c.stream.MaxAge > 0 && c.stream.DuplicateWindow > c.stream.MaxAge {
 		p.Fail("duplicate_window", "%v exceeds max_age %v (JetStream refuses such a stream)", c.stream.DuplicateWindow, c.stream.MaxAge)
 	}
-	if c.stream.Stream != "" && safeName(c.stream.Stream, len(c.stream.Stream)) != c.stream.Stream {
+	if c.stream.Stream != "" && !validName(c.stream.Stream) {
 		p.Fail("stream", "%q is not a valid stream name (no '.', '*', '>', '/', '\\' or whitespace)", c.stream.Stream)
 	}
 
