@@ -9,7 +9,7 @@ import (
 const (
 	DefaultInFlight        = 64
 	DefaultAckWait         = 30 * time.Second
-	DefaultFetchWait       = 5 * time.Second
+	DefaultFetchWait       = time.Second
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultMaxAckPending   = 1000
 	DefaultDialTimeout     = 5 * time.Second
@@ -71,7 +71,10 @@ type SubscriberConfig struct {
 	// (max_ack_pending=). Default 1000.
 	MaxAckPending int
 	// FetchWait is how long one pull request waits for a message
-	// (fetch_wait=). Default 5s. Close interrupts it.
+	// (fetch_wait=). Default 1s, at most 10s. An idle subscription sends
+	// one pull request per FetchWait, and its end waits for the request in
+	// progress, so that no request outlives the subscription (see
+	// docs/nats.md).
 	FetchWait time.Duration
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger

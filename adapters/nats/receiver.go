@@ -24,9 +24,18 @@ type receiver struct {
 
 // Receive takes what is available at once (a no-wait pull of up to max
 // messages); when nothing is, it waits up to fetch_wait for one message
-// with a pull request that ctx interrupts, and returns it. It never asks
-// the server for more than max, so the consumer's unacknowledged messages
-// stay within the shared layer's window.
+// with a pull request, and returns it. It never asks the server for more
+// than max, so the consumer's unacknowledged messages stay within the
+// shared layer's window.
+//
+// A waiting pull request is not abandoned when ctx ends: Receive waits
+// for it to end (a message, or the server's timeout after fetch_wait),
+// so that no request of an ended subscription is left on the server.
+// The server would deliver a released message to such a request, find
+// nobody listening and take the delivery back, resetting the message's
+// delivery count (nats-server 2.9). Receive therefore returns up to
+// fetch_wait (plus nats.go's one-second margin when the server stopped
+// answering) after ctx ends.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -40,22 +49,16 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 		if len(out) > 0 || err != nil {
 			return out, err
 		}
-		wctx, cancel := context.WithTimeout(ctx, r.fetchWait)
-		b, err = r.c.Fetch(1, jetstream.FetchContext(wctx))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err = r.c.Fetch(1, jetstream.FetchMaxWait(r.fetchWait))
 		if err != nil {
-			cancel()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
 			return nil, fetchErr(err)
 		}
 		out, err = r.collect(b)
-		cancel()
-		if len(out) > 0 {
-			return out, nil
-		}
-		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			return nil, err
+		if len(out) > 0 || err != nil {
+			return out, err
 		}
 	}
 }

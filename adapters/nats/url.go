@@ -116,8 +116,8 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if c.sub.AckWait < time.Second {
 		p.Fail("ack_wait", "must be at least 1s")
 	}
-	if c.sub.FetchWait < 10*time.Millisecond {
-		p.Fail("fetch_wait", "must be at least 10ms")
+	if c.sub.FetchWait < 10*time.Millisecond || c.sub.FetchWait > 10*time.Second {
+		p.Fail("fetch_wait", "must be between 10ms and 10s (the end of a subscription waits for it)")
 	}
 	return c, p.Err()
 }
