@@ -31,6 +31,13 @@ func TestConformance(t *testing.T) {
 			}
 			return s
 		},
+		// Fresh topics as the suite's default, whose streams are deleted
+		// when the check ends.
+		NewTopic: func(t testing.TB) string {
+			topic := newName("relay-test-")
+			t.Cleanup(func() { deleteStreamOf(topic) })
+			return topic
+		},
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return withParams(t, base, "group", group) },
 		HungBroker: func(t testing.TB) adaptertest.HungBroker {

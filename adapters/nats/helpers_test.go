@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/go-relay/relay"
+	relaynats "github.com/go-relay/relay/adapters/nats"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -73,4 +74,20 @@ func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// deleteStreamOf deletes the stream the adapter created for topic, if any.
+func deleteStreamOf(topic string) {
+	nc, err := natsgo.Connect(testenv.URL("RELAY_TEST_NATS_URL", testenv.DefaultNATSURL))
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = js.DeleteStream(ctx, relaynats.StreamName(topic))
 }
