@@ -2,6 +2,8 @@ package nats
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"reflect"
 	"strings"
@@ -137,8 +139,8 @@ func TestNames(t *testing.T) {
 	if len(long) > maxNameLen {
 		t.Errorf("StreamName of a long topic is %d characters", len(long))
 	}
-	if StreamName("a.b") != StreamName("a.b") {
-		t.Error("StreamName is not deterministic")
+	if got := StreamName("a.b"); got != "relay_a_b_"+hexSHA("a.b")[:12] {
+		t.Errorf("StreamName(a.b) = %q, want relay_a_b_ and the topic's SHA-256 prefix", got)
 	}
 	for _, bad := range []string{"", "a..b", ".a", "a.", "a b", "a.*", "a.>", "$JS.API"} {
 		if err := validateTopic(bad); err == nil {
@@ -148,4 +150,9 @@ func TestNames(t *testing.T) {
 	if err := validateTopic("orders.created-v1"); err != nil {
 		t.Errorf("validateTopic: %v", err)
 	}
+}
+
+func hexSHA(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
