@@ -15,8 +15,14 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
-	base := natsURL(t)
-	h := adaptertest.Harness{
+	h := harnessFor(t, natsURL(t))
+	t.Log("no Restart hook: this server is shared with other tests; TestConformancePrivateServer runs the Reconnect check against a server of its own")
+	adaptertest.Run(t, h)
+}
+
+// harnessFor is the suite's harness for the server at base.
+func harnessFor(t *testing.T, base string) adaptertest.Harness {
+	return adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), base)
 			if err != nil {
@@ -35,7 +41,7 @@ func TestConformance(t *testing.T) {
 		// when the check ends.
 		NewTopic: func(t testing.TB) string {
 			topic := newName("relay-test-")
-			t.Cleanup(func() { deleteStreamOf(topic) })
+			t.Cleanup(func() { deleteStreamOf(base, topic) })
 			return topic
 		},
 		PublisherURL:  base,
@@ -49,6 +55,4 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	}
-	t.Log("no Restart hook: restarting the shared nats-server from a test needs a LocalBroker for NATS in internal/testenv (not written yet)")
-	adaptertest.Run(t, h)
 }

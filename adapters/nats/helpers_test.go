@@ -77,8 +77,8 @@ func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 }
 
 // deleteStreamOf deletes the stream the adapter created for topic, if any.
-func deleteStreamOf(topic string) {
-	nc, err := natsgo.Connect(testenv.URL("RELAY_TEST_NATS_URL", testenv.DefaultNATSURL))
+func deleteStreamOf(server, topic string) {
+	nc, err := natsgo.Connect(server)
 	if err != nil {
 		return
 	}
