@@ -20,12 +20,13 @@ type privateServer struct {
 	t    testing.TB
 	port int
 	dir  string
+	args []string // more nats-server flags (auth, TLS)
 	cmd  *exec.Cmd
 }
 
 const natsServerBin = "/usr/sbin/nats-server"
 
-func startPrivateServer(t testing.TB) *privateServer {
+func startPrivateServer(t testing.TB, args ...string) *privateServer {
 	t.Helper()
 	if _, err := exec.LookPath(natsServerBin); err != nil {
 		t.Skipf("SKIP: %s is not installed: %v", natsServerBin, err)
@@ -36,7 +37,7 @@ func startPrivateServer(t testing.TB) *privateServer {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	s := &privateServer{t: t, port: port, dir: t.TempDir()}
+	s := &privateServer{t: t, port: port, dir: t.TempDir(), args: args}
 	s.start()
 	t.Cleanup(s.stop)
 	return s
@@ -55,7 +56,7 @@ func (s *privateServer) up() bool {
 
 func (s *privateServer) start() {
 	s.t.Helper()
-	s.cmd = exec.Command(natsServerBin, "-a", "127.0.0.1", "-p", fmt.Sprint(s.port), "-js", "-sd", s.dir)
+	s.cmd = exec.Command(natsServerBin, append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(s.port), "-js", "-sd", s.dir}, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("starting nats-server: %v", err)
 	}
