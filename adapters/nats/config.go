@@ -1,6 +1,9 @@
 package nats
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -78,4 +81,48 @@ type SubscriberConfig struct {
 	FetchWait time.Duration
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Validate reports every problem of c at once, or nil. Zero values that
+// have a default are valid.
+func (c *StreamConfig) Validate() error {
+	var errs []error
+	if c.Stream != "" && !validName(c.Stream) {
+		errs = append(errs, fmt.Errorf("nats: Stream %q is not a valid stream name (no '.', '*', '>', '/', '\\' or whitespace)", c.Stream))
+	}
+	if c.Storage != "" && c.Storage != StorageFile && c.Storage != StorageMemory {
+		errs = append(errs, fmt.Errorf("nats: Storage %q is neither %q nor %q", c.Storage, StorageFile, StorageMemory))
+	}
+	if c.Replicas < 0 || c.MaxAge < 0 || c.MaxMsgs < 0 || c.MaxBytes < 0 || c.DuplicateWindow < 0 {
+		errs = append(errs, errors.New("nats: Replicas, MaxAge, MaxMsgs, MaxBytes and DuplicateWindow must not be negative"))
+	}
+	if c.MaxAge > 0 && cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow) > c.MaxAge {
+		errs = append(errs, fmt.Errorf("nats: DuplicateWindow %v exceeds MaxAge %v (JetStream refuses such a stream)", cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow), c.MaxAge))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *StreamConfig) defaults() {
+	c.Storage = cmp.Or(c.Storage, StorageFile)
+	c.Replicas = cmp.Or(c.Replicas, 1)
+	c.DuplicateWindow = cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow)
+}
+
+// Validate reports every problem of c at once, or nil. Zero values that
+// have a default are valid.
+func (c *SubscriberConfig) Validate() error {
+	var errs []error
+	if c.Group == "" {
+		errs = append(errs, errors.New("nats: Group is required: the name of this subscriber's group of competing consumers"))
+	}
+	if c.InFlight < 0 || c.MaxDeliver < 0 || c.MaxAckPending < 0 {
+		errs = append(errs, errors.New("nats: InFlight, MaxDeliver and MaxAckPending must not be negative"))
+	}
+	if c.AckWait != 0 && c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("nats: AckWait %v is below 1s", c.AckWait))
+	}
+	if c.FetchWait != 0 && (c.FetchWait < 10*time.Millisecond || c.FetchWait > 10*time.Second) {
+		errs = append(errs, fmt.Errorf("nats: FetchWait %v is outside 10ms..10s", c.FetchWait))
+	}
+	return errors.Join(errs...)
 }

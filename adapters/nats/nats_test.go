@@ -351,3 +351,49 @@ func TestAttemptFromServer(t *testing.T) {
 		t.Fatalf("after the subscription ended: ID %q Attempt %d, want %q and at least 3", got.ID, got.Attempt(), first.ID)
 	}
 }
+
+// With the caller's connection, relay works through it and Close leaves
+// it open.
+func TestCallerOwnedConnection(t *testing.T) {
+	nc, js := rawJS(t)
+	ctx := context.Background()
+	topic := newName("own.")
+	deleteStream(t, js, relaynats.StreamName(topic))
+	sc := relaynats.StreamConfig{Storage: relaynats.StorageMemory}
+	pub, err := relaynats.NewPublisher(nc, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := relaynats.NewSubscriber(nc, sc, relaynats.SubscriberConfig{Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := sub.Subscribe(sctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := relay.NewMessage([]byte("x"))
+	if err := pub.Publish(ctx, topic, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := receive(t, ch, 1)[0]; got.ID != m.ID {
+		t.Fatalf("got %q", got.ID)
+	}
+	s, err := js.Stream(ctx, relaynats.StreamName(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.CachedInfo().Config.Storage; st != jetstream.MemoryStorage {
+		t.Errorf("stream storage %v, want memory from the StreamConfig", st)
+	}
+	_ = sub.Close()
+	_ = pub.Close()
+	if !nc.IsConnected() {
+		t.Fatal("Close closed the caller's connection")
+	}
+	if _, err := relaynats.NewSubscriber(nc, relaynats.StreamConfig{}, relaynats.SubscriberConfig{}); err == nil {
+		t.Error("NewSubscriber without a Group succeeded")
+	}
+}

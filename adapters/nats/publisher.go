@@ -99,17 +99,30 @@ func orUnlimited(n int64) int64 {
 	return n
 }
 
-func newPublisher(nc *natsgo.Conn, sc StreamConfig) (relay.Publisher, error) {
+// NewPublisher returns a publisher that writes through nc, creating
+// topics' streams with sc (or using sc.Stream). The connection stays the
+// caller's: Close does not close it. The publisher is safe for concurrent
+// use.
+func NewPublisher(nc *natsgo.Conn, sc StreamConfig) (relay.Publisher, error) {
+	return newPublisher(nc, sc, false)
+}
+
+func newPublisher(nc *natsgo.Conn, sc StreamConfig, own bool) (relay.Publisher, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	sc.defaults()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAckTimeout))
 	if err != nil {
 		return nil, err
 	}
-	d := &pubDriver{nc: nc, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, caps: capabilities(int(nc.MaxPayload()))}
+	d := &pubDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, caps: capabilities(int(nc.MaxPayload()))}
 	return driver.NewPublisher(d, 0), nil
 }
 
 type pubDriver struct {
 	nc      *natsgo.Conn
+	own     bool // nc was opened from a URL: Close closes it
 	js      jetstream.JetStream
 	streams *streams
 	caps    relay.Capabilities
@@ -266,10 +279,12 @@ func allSame(f []relay.MessageFailure) bool {
 	return true
 }
 
-// Close closes the connection without draining: Publish calls have
-// returned by now, and draining could wait on a broker that stopped
-// answering.
+// Close closes the connection, when the publisher opened it from a URL,
+// without draining: Publish calls have returned by now, and draining
+// could wait on a broker that stopped answering.
 func (d *pubDriver) Close() error {
-	d.nc.Close()
+	if d.own {
+		d.nc.Close()
+	}
 	return nil
 }

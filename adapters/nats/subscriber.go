@@ -23,16 +23,26 @@ func (c *SubscriberConfig) defaults() {
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
-func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig) (relay.Subscriber, error) {
-	if cfg.Group == "" {
-		return nil, errors.New("nats: Group is required: the name of this subscriber's group of competing consumers")
+// NewSubscriber returns a subscriber for cfg.Group that reads through nc;
+// streams it creates use sc (or it uses sc.Stream). The connection stays
+// the caller's: Close does not close it. The subscriber is safe for
+// concurrent use and implements relay.Provisioner, relay.LagReporter and
+// relay.HealthChecker.
+func NewSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig) (relay.Subscriber, error) {
+	return newSubscriber(nc, sc, cfg, false)
+}
+
+func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig, own bool) (relay.Subscriber, error) {
+	if err := errors.Join(sc.Validate(), cfg.Validate()); err != nil {
+		return nil, err
 	}
+	sc.defaults()
 	cfg.defaults()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	d := &subDriver{nc: nc, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, cfg: cfg, caps: capabilities(int(nc.MaxPayload()))}
+	d := &subDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, cfg: cfg, caps: capabilities(int(nc.MaxPayload()))}
 	return driver.NewSubscriber(d, driver.Options{
 		InFlight:    cfg.InFlight,
 		ExtendEvery: cfg.AckWait / 3,
@@ -42,6 +52,7 @@ func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig) (rela
 
 type subDriver struct {
 	nc      *natsgo.Conn
+	own     bool // nc was opened from a URL: Close closes it
 	js      jetstream.JetStream
 	streams *streams
 	cfg     SubscriberConfig
@@ -179,8 +190,11 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	}, nil
 }
 
-// Close closes the connection without draining (see Receiver.Close).
+// Close closes the connection, when the subscriber opened it from a URL,
+// without draining (every subscription has ended by now).
 func (d *subDriver) Close() error {
-	d.nc.Close()
+	if d.own {
+		d.nc.Close()
+	}
 	return nil
 }

@@ -144,7 +144,7 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 	if err != nil {
 		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
 	}
-	pub, err := newPublisher(nc, c.stream)
+	pub, err := newPublisher(nc, c.stream, true)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
@@ -162,7 +162,7 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 	if err != nil {
 		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
 	}
-	sub, err := newSubscriber(nc, c.stream, c.sub)
+	sub, err := newSubscriber(nc, c.stream, c.sub, true)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
