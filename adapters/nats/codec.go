@@ -130,7 +130,9 @@ func encodedSize(m *relay.Message) int {
 // Every other header, from a foreign publisher, becomes metadata under
 // its own name, with every value: a repeated header's first value keeps
 // the name and the 2nd, 3rd, ... are kept as "<name>#2", "<name>#3", ...
-// (the next free number when that name is taken). A message without an
+// (the next free number when that name is taken). Two headers that decode
+// to one metadata name (only a foreign publisher writes such a message)
+// are both kept the same way, in header-name order. A message without an
 // ID header gets "nats:<stream>:<stream sequence>". A relay header whose
 // base64 does not decode is kept as metadata under its raw header name.
 func decode(h natsgo.Header, data []byte, stream string, seq uint64) *relay.Message {
@@ -140,7 +142,13 @@ func decode(h natsgo.Header, data []byte, stream string, seq uint64) *relay.Mess
 	}
 	md := relay.Metadata{}
 	var foreign []string
-	for name, vs := range h {
+	names := make([]string, 0, len(h))
+	for name := range h {
+		names = append(names, name)
+	}
+	slices.Sort(names) // a stable result when two headers claim one name
+	for _, name := range names {
+		vs := h[name]
 		if len(vs) == 0 {
 			continue
 		}
@@ -151,13 +159,13 @@ func decode(h natsgo.Header, data []byte, stream string, seq uint64) *relay.Mess
 			}
 			continue
 		case strings.HasPrefix(name, MetaPrefix) && len(vs) == 1:
-			md[name[len(MetaPrefix):]] = vs[0]
+			putFree(md, name[len(MetaPrefix):], vs[0], 1)
 			continue
 		case strings.HasPrefix(name, MetaB64Prefix) && len(vs) == 1:
 			k, err1 := base64.RawURLEncoding.DecodeString(name[len(MetaB64Prefix):])
 			v, err2 := b64.DecodeString(vs[0])
 			if err1 == nil && err2 == nil {
-				md[string(k)] = string(v)
+				putFree(md, string(k), string(v), 1)
 				continue
 			}
 		}
