@@ -152,7 +152,8 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 
 // SendBatch publishes msgs asynchronously and waits for every ack. A
 // message whose publish failed for a transient reason (no ack in time, no
-// stream answering, the connection reconnecting) is published again with
+// stream answering, the connection reconnecting, its reconnect buffer
+// full) is published again with
 // backoff until ctx ends; JetStream's duplicate window drops a copy that
 // was stored already, since every message carries its ID in Nats-Msg-Id.
 // A message that the server rejects is reported in a *relay.PublishError.
@@ -250,6 +251,8 @@ func transient(err error) bool {
 		errors.Is(err, natsgo.ErrTimeout) ||
 		errors.Is(err, natsgo.ErrDisconnected) ||
 		errors.Is(err, natsgo.ErrConnectionReconnecting) ||
+		errors.Is(err, natsgo.ErrReconnectBufExceeded) || // the outage outlasts nats.go's reconnect buffer
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs) ||
 		errors.Is(err, context.DeadlineExceeded) // a JetStream API call's own timeout
 }
 

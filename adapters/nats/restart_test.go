@@ -165,3 +165,40 @@ func TestConformancePrivateServer(t *testing.T) {
 	h.Restart = func(testing.TB) { srv.stop(); srv.start() }
 	adaptertest.Run(t, h)
 }
+
+// A Publish during an outage larger than nats.go's reconnect buffer (8
+// MiB) does not fail: what did not fit is sent again once the server is
+// back.
+func TestPublishBeyondReconnectBuffer(t *testing.T) {
+	srv := startPrivateServer(t)
+	ctx := context.Background()
+	pub, err := relay.OpenPublisher(ctx, srv.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	topic := "outage.big"
+	if err := pub.Publish(ctx, topic, relay.NewMessage([]byte("create the stream"))); err != nil {
+		t.Fatal(err)
+	}
+	srv.stop()
+	hc := pub.(relay.HealthChecker)
+	for hc.Health() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	msgs := make([]*relay.Message, 12)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage(make([]byte, 900<<10))
+	}
+	published := make(chan error, 1)
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		published <- pub.Publish(pctx, topic, msgs...)
+	}()
+	time.Sleep(500 * time.Millisecond) // let the Publish fill the buffer while the server is down
+	srv.start()
+	if err := <-published; err != nil {
+		t.Fatalf("Publish of 10.8 MB during the outage: %v", err)
+	}
+}
