@@ -397,3 +397,34 @@ func TestCallerOwnedConnection(t *testing.T) {
 		t.Error("NewSubscriber without a Group succeeded")
 	}
 }
+
+// A message the server rejects fails alone: the batch's others are
+// stored, and the error is a *relay.PublishError naming just that one.
+func TestPartialPublishFailure(t *testing.T) {
+	_, js := rawJS(t)
+	ctx := context.Background()
+	base := newName("part")
+	stream := "USER_" + base
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{base}, Storage: jetstream.MemoryStorage, MaxMsgSize: 500}); err != nil {
+		t.Fatal(err)
+	}
+	deleteStream(t, js, stream)
+	pub := openPub(t, "stream", stream)
+	small1, big, small2 := relay.NewMessage([]byte("a")), relay.NewMessage(make([]byte, 1000)), relay.NewMessage([]byte("b"))
+	err := pub.Publish(ctx, base, small1, big, small2)
+	var pe *relay.PublishError
+	if !errors.As(err, &pe) || len(pe.Failed) != 1 || pe.Failed[0].ID != big.ID {
+		t.Fatalf("Publish = %v, want a *relay.PublishError naming only %s", err, big.ID)
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("stream holds %d messages, want the 2 small ones", info.State.Msgs)
+	}
+}
