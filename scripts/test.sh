@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test of the module the way CI does (the README's `make test`).
 #
-# 1. Makes sure the brokers the tests need are up: Redis on 127.0.0.1:6379
-#    RabbitMQ on 127.0.0.1:5672 and PostgreSQL on 127.0.0.1:5432 (database
-#    test, user postgres with trust authentication). A broker that is down
-#    is started; Redis or RabbitMQ not installed is installed with apt-get
-#    when running as root (PostgreSQL must be installed with a cluster).
-#    RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL / RELAY_TEST_POSTGRES_URL
-#    point the tests at other brokers instead: those are only checked,
-#    never started.
+# 1. Makes sure the brokers the tests need are up: Redis on 127.0.0.1:6379,
+#    RabbitMQ on 127.0.0.1:5672, PostgreSQL on 127.0.0.1:5432 (database
+#    test, user postgres with trust authentication) and NATS (JetStream) on
+#    127.0.0.1:4222. A broker that is down is started; Redis or RabbitMQ not
+#    installed is installed with apt-get when running as root (PostgreSQL
+#    must be installed with a cluster, nats-server installed).
+#    RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL / RELAY_TEST_POSTGRES_URL /
+#    RELAY_TEST_NATS_URL point the tests at other brokers instead: those are
+#    only checked, never started.
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
 #    instead of skipping.
@@ -163,11 +164,34 @@ ensure_postgres() {
 	say "PostgreSQL: started"
 }
 
+ensure_nats() {
+	if [[ -n ${RELAY_TEST_NATS_URL:-} ]]; then
+		check_external NATS "$RELAY_TEST_NATS_URL" 4222
+		return
+	fi
+	if port_open 127.0.0.1 4222; then
+		say "NATS: up on 127.0.0.1:4222"
+		return
+	fi
+	[[ -x /usr/sbin/nats-server ]] ||
+		die "nats-server is not installed at /usr/sbin/nats-server (Debian: apt-get install nats-server), or point RELAY_TEST_NATS_URL at a running server with JetStream (-js)"
+	say "NATS: down on 127.0.0.1:4222, starting nats-server with JetStream"
+	mkdir -p /var/lib/nats-server 2>/dev/null ||
+		die "cannot create /var/lib/nats-server (run as root, or start nats-server -js yourself on 127.0.0.1:4222)"
+	start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log ||
+		die "nats-server did not start; see /var/log/nats-server.log"
+	wait_port 127.0.0.1 4222 15 ||
+		die "nats-server was started but does not listen on 127.0.0.1:4222 after 15s; see /var/log/nats-server.log"
+	say "NATS: started"
+}
+
 command -v go >/dev/null 2>&1 || die "go is not on PATH (need Go $(sed -n 's/^go //p' go.mod))"
 say "$(go version)"
 ensure_redis
 ensure_rabbitmq
 ensure_postgres
+ensure_nats
 for v in RELAY_TEST_KAFKA_BROKERS RELAY_TEST_SQS_ENDPOINT; do
 	if [[ -n ${!v:-} ]]; then
 		say "$v=${!v}"

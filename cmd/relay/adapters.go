@@ -5,6 +5,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/amqp"        // amqp://, amqps://
 	_ "github.com/go-relay/relay/adapters/kafka"       // kafka://
 	_ "github.com/go-relay/relay/adapters/memory"      // mem://
+	_ "github.com/go-relay/relay/adapters/nats"        // nats://
 	_ "github.com/go-relay/relay/adapters/postgres"    // postgres://, postgresql://
 	_ "github.com/go-relay/relay/adapters/redisstream" // redis://, rediss://
 	_ "github.com/go-relay/relay/adapters/sqs"         // sqs://, sns://

@@ -54,7 +54,7 @@ func TestDocumentedExitCodes(t *testing.T) {
 		{"cannot connect", 1, []string{"publish", "redis://127.0.0.1:1/0", topic, "--data", "x", "--timeout", "5s"}, "connection refused", ""},
 		{"timeout", 1, []string{"consume", r.pubURL, topic + "-empty", "--group", "g", "--count", "1", "--timeout", "1s"}, "timeout after 0 of 1", ""},
 		{"unknown URL parameter", 2, []string{"publish", r.pubURL + "?bogus=1", topic, "--data", "x"}, `"bogus"`, ""},
-		{"unknown URL scheme", 2, []string{"consume", "nats://127.0.0.1:4222", topic, "--group", "g"}, `"nats"`, ""},
+		{"unknown URL scheme", 2, []string{"consume", "pulsar://127.0.0.1:6650", topic, "--group", "g"}, `"pulsar"`, ""},
 		{"URL without scheme", 2, []string{"publish", "127.0.0.1:6379", topic, "--data", "x"}, "bad URL", ""},
 		{"missing --group", 2, []string{"consume", r.pubURL, topic, "--count", "1"}, "--group is required", ""},
 		{"missing --group on replay", 2, []string{"replay", r.pubURL, topic + ".poison"}, "--group is required", ""},

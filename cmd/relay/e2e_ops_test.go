@@ -100,7 +100,7 @@ routes:
       topic: orders
     concurrency: -1
   - name: orders
-    from: {url: "nats://x", topic: t, group: g}
+    from: {url: "pulsar://x", topic: t, group: g}
     to: {url: "redis://${REDIS_HOST}:6379/0"}
     retry: {max_attempts: three}
 `)
@@ -110,7 +110,7 @@ routes:
 		file + `:8:5: routes[0].from.group: required (or group= in the URL): bridges in one group share the work`,
 		file + `:14:18: routes[0].concurrency: -1: want 1 to 4096`,
 		file + `:15:11: routes[1].name: "orders" is already the name of routes[0]`,
-		file + `:16:17: routes[1].from.url: unknown URL scheme "nats" (this binary has: ` + strings.Join(relay.Schemes(), ", ") + `)`,
+		file + `:16:17: routes[1].from.url: unknown URL scheme "pulsar" (this binary has: ` + strings.Join(relay.Schemes(), ", ") + `)`,
 		file + `:17:15: routes[1].to.url: environment variable REDIS_HOST is not set (use ${REDIS_HOST:-default} for a default)`,
 		file + `:18:27: routes[1].retry.max_attempts: "three": want a whole number`,
 		"relay: " + file + ": 8 problem(s)",

@@ -24,6 +24,8 @@ const (
 	// RELAY_TEST_POSTGRES_URL (trust authentication for user postgres
 	// on the development machine and in CI)
 	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test"
+	// RELAY_TEST_NATS_URL (a nats-server with JetStream enabled, -js)
+	DefaultNATSURL = "nats://127.0.0.1:4222"
 )
 
 // Required reports whether a missing broker must fail the test.
@@ -56,6 +58,8 @@ func Reachable(rawURL string) error {
 			host = net.JoinHostPort(u.Hostname(), "5671")
 		case "postgres", "postgresql":
 			host = net.JoinHostPort(u.Hostname(), "5432")
+		case "nats":
+			host = net.JoinHostPort(u.Hostname(), "4222")
 		}
 	}
 	c, err := net.DialTimeout("tcp", host, 3*time.Second)
@@ -89,3 +93,6 @@ func AMQP(t testing.TB) string { return Need(t, "RabbitMQ", "RELAY_TEST_AMQP_URL
 func Postgres(t testing.TB) string {
 	return Need(t, "PostgreSQL", "RELAY_TEST_POSTGRES_URL", DefaultPostgresURL)
 }
+
+// NATS returns the NATS (JetStream) URL for tests.
+func NATS(t testing.TB) string { return Need(t, "NATS", "RELAY_TEST_NATS_URL", DefaultNATSURL) }

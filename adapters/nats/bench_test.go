@@ -1,0 +1,205 @@
+package nats_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/go-relay/relay"
+	relaynats "github.com/go-relay/relay/adapters/nats"
+)
+
+// BenchmarkRatio compares relay with nats.go's jetstream package doing
+// the same work on the same server in the same run: 100-byte payloads
+// with the message ID in Nats-Msg-Id, published asynchronously in batches
+// of 100 whose acks are awaited before the next batch; consumed by a
+// durable pull consumer with a window of 256 (raw: Fetch(256) and an Ack
+// per message). It alternates the two in rounds (relay first in even
+// rounds, raw first in odd ones) over b.N messages each and reports the
+// median rate of each side and their ratio, so that load from other
+// processes weighs on both alike. Use a fixed count, e.g.
+// -benchtime 20000x.
+func BenchmarkRatio(b *testing.B) {
+	const rounds = 5
+	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
+		var rel, raw []float64
+		for r := 0; r < rounds; r++ {
+			if r%2 == 0 {
+				rel = append(rel, relayRate(b, b.N))
+				raw = append(raw, rawRate(b, b.N))
+			} else {
+				raw = append(raw, rawRate(b, b.N))
+				rel = append(rel, relayRate(b, b.N))
+			}
+		}
+		mRel, mRaw := medianOf(rel), medianOf(raw)
+		b.ReportMetric(mRel, "relay-msg/s")
+		b.ReportMetric(mRaw, "raw-msg/s")
+		b.ReportMetric(mRel/mRaw, "ratio")
+		b.Logf("rounds: relay %.0f, raw %.0f msg/s", rel, raw)
+	}
+	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
+	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+}
+
+const (
+	benchBatch  = 100
+	benchWindow = 256
+)
+
+func medianOf(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// benchStream creates topic's stream as the adapter would and deletes it
+// when the round ends.
+func benchStream(b *testing.B, js jetstream.JetStream, topic string) func() {
+	ctx := context.Background()
+	name := relaynats.StreamName(topic)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{topic}, Duplicates: relaynats.DefaultDuplicateWindow}); err != nil {
+		b.Fatal(err)
+	}
+	return func() { _ = js.DeleteStream(ctx, name) }
+}
+
+func relayPublishRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	_, js := rawJS(b)
+	topic := newName("bench.pub.")
+	defer benchStream(b, js, topic)()
+	pub := openPub(b)
+	payload := make([]byte, 100)
+	batch := make([]*relay.Message, benchBatch)
+	start := time.Now()
+	for done := 0; done < n; done += benchBatch {
+		k := min(benchBatch, n-done)
+		for j := range batch[:k] {
+			batch[j] = relay.NewMessage(payload)
+		}
+		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = pub.Close()
+	return rate
+}
+
+func rawPublishRate(b *testing.B, n int) float64 {
+	_, js := rawJS(b)
+	topic := newName("bench.pub.")
+	defer benchStream(b, js, topic)()
+	payload := make([]byte, 100)
+	futures := make([]jetstream.PubAckFuture, benchBatch)
+	start := time.Now()
+	for done := 0; done < n; done += benchBatch {
+		k := min(benchBatch, n-done)
+		for j := range k {
+			msg := &natsgo.Msg{Subject: topic, Data: payload, Header: natsgo.Header{jetstream.MsgIDHeader: {relay.NewID()}}}
+			f, err := js.PublishMsgAsync(msg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			futures[j] = f
+		}
+		for _, f := range futures[:k] {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// fill publishes n messages to topic outside the timed part.
+func fill(b *testing.B, js jetstream.JetStream, topic string, n int) {
+	payload := make([]byte, 100)
+	for i := 0; i < n; i++ {
+		msg := &natsgo.Msg{Subject: topic, Data: payload, Header: natsgo.Header{jetstream.MsgIDHeader: {relay.NewID()}}}
+		if _, err := js.PublishMsgAsync(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("filling the stream took over a minute")
+	}
+}
+
+func relayConsumeRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	_, js := rawJS(b)
+	topic := newName("bench.consume.")
+	defer benchStream(b, js, topic)()
+	sub := openSub(b, newName("g"), "inflight", fmt.Sprint(benchWindow))
+	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
+		b.Fatal(err)
+	}
+	fill(b, js, topic, n)
+	start := time.Now()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := sub.Subscribe(sctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		m, ok := <-ch
+		if !ok {
+			b.Fatal("channel closed")
+		}
+		if len(m.Payload) != 100 {
+			b.Fatal("bad payload")
+		}
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = sub.Close()
+	return rate
+}
+
+func rawConsumeRate(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	_, js := rawJS(b)
+	topic := newName("bench.consume.")
+	defer benchStream(b, js, topic)()
+	c, err := js.CreateConsumer(ctx, relaynats.StreamName(topic), jetstream.ConsumerConfig{
+		Durable: newName("g"), AckPolicy: jetstream.AckExplicitPolicy, AckWait: relaynats.DefaultAckWait,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fill(b, js, topic, n)
+	start := time.Now()
+	for got := 0; got < n; {
+		batch, err := c.Fetch(min(benchWindow, n-got), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			if len(m.Data()) != 100 {
+				b.Fatal("bad payload")
+			}
+			if err := m.Ack(); err != nil {
+				b.Fatal(err)
+			}
+			got++
+		}
+		if err := batch.Error(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}

@@ -1,0 +1,128 @@
+package nats
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults of the configuration fields.
+const (
+	DefaultInFlight        = 64
+	DefaultAckWait         = 30 * time.Second
+	DefaultFetchWait       = time.Second
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultMaxAckPending   = 1000
+	DefaultDialTimeout     = 5 * time.Second
+	// DefaultPublishBatch is how many asynchronous publishes one SendBatch
+	// has outstanding before it waits for their acks (Capabilities().MaxBatch).
+	DefaultPublishBatch = 256
+)
+
+// Storage is where a stream created by the adapter keeps its messages.
+type Storage string
+
+// Storage kinds.
+const (
+	StorageFile   Storage = "file"
+	StorageMemory Storage = "memory"
+)
+
+// StreamConfig is what the adapter uses when it creates a topic's stream
+// itself (no stream= given). An existing stream is never changed.
+type StreamConfig struct {
+	// Stream, when set, names a stream that the user manages (stream=):
+	// the adapter creates neither it nor changes it; it must exist and
+	// hold the topic's subject. The other fields are then unused.
+	Stream string
+	// Storage is file (default) or memory (storage=).
+	Storage Storage
+	// Replicas of a created stream (replicas=). Default 1.
+	Replicas int
+	// MaxAge drops messages older than this (max_age=); 0 keeps them until
+	// another limit applies.
+	MaxAge time.Duration
+	// MaxMsgs keeps at most this many messages (max_msgs=); 0 = no limit.
+	MaxMsgs int64
+	// MaxBytes keeps at most this many bytes (max_bytes=); 0 = no limit.
+	MaxBytes int64
+	// DuplicateWindow is how long JetStream remembers message IDs to
+	// drop a publish it already stored (duplicate_window=). Default 2m.
+	DuplicateWindow time.Duration
+}
+
+// SubscriberConfig configures a subscriber.
+type SubscriberConfig struct {
+	// Group is the group of competing consumers (group=), one durable
+	// pull consumer per topic. Required.
+	Group string
+	// InFlight bounds unsettled messages per subscription (inflight=).
+	// Default 64.
+	InFlight int
+	// AckWait is how long the server waits for a settlement before it
+	// redelivers (ack_wait=). Default 30s; leases of messages in work are
+	// extended (+WPI) every AckWait/3. Applies when the adapter creates the
+	// consumer; an existing consumer keeps its own.
+	AckWait time.Duration
+	// MaxDeliver bounds the deliveries of a message (max_deliver=); 0 =
+	// unlimited. JetStream then stops delivering the message without moving
+	// it anywhere; use relay's PoisonQueue middleware for a dead-letter topic.
+	MaxDeliver int
+	// MaxAckPending bounds the unacknowledged messages of the whole group
+	// (max_ack_pending=). Default 1000.
+	MaxAckPending int
+	// FetchWait is how long one pull request waits for a message
+	// (fetch_wait=). Default 1s, at most 10s. An idle subscription sends
+	// one pull request per FetchWait, and its end waits for the request in
+	// progress, so that no request outlives the subscription (see
+	// docs/nats.md).
+	FetchWait time.Duration
+	// Logger receives transient errors. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports every problem of c at once, or nil. Zero values that
+// have a default are valid.
+func (c *StreamConfig) Validate() error {
+	var errs []error
+	if c.Stream != "" && !validName(c.Stream) {
+		errs = append(errs, fmt.Errorf("nats: Stream %q is not a valid stream name (no '.', '*', '>', '/', '\\' or whitespace)", c.Stream))
+	}
+	if c.Storage != "" && c.Storage != StorageFile && c.Storage != StorageMemory {
+		errs = append(errs, fmt.Errorf("nats: Storage %q is neither %q nor %q", c.Storage, StorageFile, StorageMemory))
+	}
+	if c.Replicas < 0 || c.MaxAge < 0 || c.MaxMsgs < 0 || c.MaxBytes < 0 || c.DuplicateWindow < 0 {
+		errs = append(errs, errors.New("nats: Replicas, MaxAge, MaxMsgs, MaxBytes and DuplicateWindow must not be negative"))
+	}
+	if c.MaxAge > 0 && cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow) > c.MaxAge {
+		errs = append(errs, fmt.Errorf("nats: DuplicateWindow %v exceeds MaxAge %v (JetStream refuses such a stream)", cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow), c.MaxAge))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *StreamConfig) defaults() {
+	c.Storage = cmp.Or(c.Storage, StorageFile)
+	c.Replicas = cmp.Or(c.Replicas, 1)
+	c.DuplicateWindow = cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow)
+}
+
+// Validate reports every problem of c at once, or nil. Zero values that
+// have a default are valid.
+func (c *SubscriberConfig) Validate() error {
+	var errs []error
+	if c.Group == "" {
+		errs = append(errs, errors.New("nats: Group is required: the name of this subscriber's group of competing consumers"))
+	}
+	if c.InFlight < 0 || c.MaxDeliver < 0 || c.MaxAckPending < 0 {
+		errs = append(errs, errors.New("nats: InFlight, MaxDeliver and MaxAckPending must not be negative"))
+	}
+	if c.AckWait != 0 && c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("nats: AckWait %v is below 1s", c.AckWait))
+	}
+	if c.FetchWait != 0 && (c.FetchWait < 10*time.Millisecond || c.FetchWait > 10*time.Second) {
+		errs = append(errs, fmt.Errorf("nats: FetchWait %v is outside 10ms..10s", c.FetchWait))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,58 @@
+package nats_test
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	_ "github.com/go-relay/relay/adapters/nats"
+	"github.com/go-relay/relay/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	h := harnessFor(t, natsURL(t))
+	t.Log("no Restart hook: this server is shared with other tests; TestConformancePrivateServer runs the Reconnect check against a server of its own")
+	adaptertest.Run(t, h)
+}
+
+// harnessFor is the suite's harness for the server at base.
+func harnessFor(t *testing.T, base string) adaptertest.Harness {
+	return adaptertest.Harness{
+		NewPublisher: func(t testing.TB) relay.Publisher {
+			p, err := relay.OpenPublisher(context.Background(), base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := relay.OpenSubscriber(context.Background(), withParams(t, base, "group", group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		// Fresh topics as the suite's default, whose streams are deleted
+		// when the check ends.
+		NewTopic: func(t testing.TB) string {
+			topic := newName("relay-test-")
+			t.Cleanup(func() { deleteStreamOf(base, topic) })
+			return topic
+		},
+		PublisherURL:  base,
+		SubscriberURL: func(group string) string { return withParams(t, base, "group", group) },
+		HungBroker: func(t testing.TB) adaptertest.HungBroker {
+			proxied, p := testenv.ProxyURL(t, base)
+			return adaptertest.HungBroker{
+				PublisherURL:  proxied,
+				SubscriberURL: func(group string) string { return withParams(t, proxied, "group", group) },
+				Hang:          p.Hang,
+			}
+		},
+	}
+}

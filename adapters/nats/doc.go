@@ -1,0 +1,49 @@
+// Package nats is the NATS JetStream backend (nats://), built on
+// github.com/nats-io/nats.go and its jetstream package over relay's shared
+// driver layer. The server must run with JetStream enabled (nats-server
+// -js); nats-server 2.9 or newer.
+//
+// Mapping:
+//
+//   - A topic is a NATS subject (dot-separated tokens, no wildcards) and
+//     has a stream of its own, created by the first Publish, Provision or
+//     Subscribe: name [StreamName](topic) ("relay_" + the topic, with
+//     characters a stream name cannot hold replaced and a hash suffix
+//     then), subjects = the topic, limits from the URL (storage, replicas,
+//     max_age, max_msgs, max_bytes, duplicate_window). An existing stream
+//     is used as it is, never changed. With stream=NAME the adapter uses
+//     that stream, which the user manages, and creates none.
+//   - A group is a durable pull consumer of the topic's stream, named
+//     [ConsumerName](group) (on a stream= stream, which may hold several
+//     topics, ConsumerName(group+"_"+topic)), filtered to the topic, with
+//     explicit acks, starting at the stream's first message. Subscribers of
+//     a group on several processes share its messages; an existing
+//     consumer is used with its own settings.
+//
+// Publishing sends each message asynchronously (PublishMsgAsync) and waits
+// for every ack of the batch within the Publish ctx. The relay message ID
+// is the Nats-Msg-Id header, so JetStream's duplicate window turns a
+// retried publish into one stored message; the adapter itself retries a
+// publish whose ack did not come (timeout, no stream answering, the
+// connection reconnecting) until ctx ends.
+//
+// Consuming pulls no more messages than the subscription's free window
+// slots: a no-wait pull first, then, when nothing is there, a pull for one
+// message that waits up to fetch_wait. Acks are +ACK, Nack is -NAK (the
+// group gets the message at once), NackAfter(d) is -NAK with delay d, held
+// by the server even if the subscription or the process ends. Messages in
+// work have their ack_wait lease reset (+WPI) every ack_wait/3. When a
+// subscription ends, its unsettled messages are -NAKed so the group gets
+// them at once. Attempt is the server's delivery count.
+//
+// Headers: ID in Nats-Msg-Id, Key in Relay-Key, each metadata entry in
+// "Relay-M-<name>"; names and values that a NATS header cannot carry as
+// they are (non-ASCII, control characters, blanks at either end, the
+// characters nats.go refuses in names) go base64 in Relay-Id-B64,
+// Relay-Key-B64 and "Relay-Mx-<base64url name>", so everything round-trips
+// byte-exact. A message from another publisher is delivered with every
+// header as metadata under its own name; a repeated header's 2nd, 3rd, ...
+// values are kept as "<name>#2", "<name>#3", ... (the next free number
+// when that name is taken); without Nats-Msg-Id its ID is
+// "nats:<stream>:<stream sequence>".
+package nats

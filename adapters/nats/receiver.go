@@ -1,0 +1,166 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
+)
+
+// receiver is one subscription: pull requests on the group's durable
+// consumer of one topic.
+type receiver struct {
+	c         jetstream.Consumer
+	nc        *natsgo.Conn
+	stream    string
+	fetchWait time.Duration
+}
+
+// Receive takes what is available at once (a no-wait pull of up to max
+// messages); when nothing is, it waits up to fetch_wait for one message
+// with a pull request, and returns it. It never asks the server for more
+// than max, so the consumer's unacknowledged messages stay within the
+// shared layer's window.
+//
+// A waiting pull request is not abandoned when ctx ends: Receive waits
+// for it to end (a message, or the server's timeout after fetch_wait),
+// so that no request of an ended subscription is left on the server.
+// The server would deliver a released message to such a request, find
+// nobody listening and take the delivery back, resetting the message's
+// delivery count (nats-server 2.9). Receive therefore returns up to
+// fetch_wait (plus nats.go's one-second margin when the server stopped
+// answering) after ctx ends.
+func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err := r.c.FetchNoWait(max)
+		if err != nil {
+			return nil, fetchErr(err)
+		}
+		out, err := r.collect(b)
+		if len(out) > 0 || err != nil {
+			return out, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err = r.c.Fetch(1, jetstream.FetchMaxWait(r.fetchWait))
+		if err != nil {
+			return nil, fetchErr(err)
+		}
+		out, err = r.collect(b)
+		if len(out) > 0 || err != nil {
+			return out, err
+		}
+	}
+}
+
+func fetchErr(err error) error {
+	if errors.Is(err, natsgo.ErrConnectionClosed) {
+		return fmt.Errorf("nats: %w: %v", relay.ErrClosed, err)
+	}
+	return fmt.Errorf("nats: pull request: %w", err)
+}
+
+// collect reads every message of b until its pull request ends.
+func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) {
+	var out []driver.Received
+	for m := range b.Messages() {
+		attempt, seq := 1, uint64(0)
+		if md, err := m.Metadata(); err == nil {
+			attempt, seq = int(md.NumDelivered), md.Sequence.Stream
+		}
+		out = append(out, driver.Received{
+			Msg:     decode(m.Headers(), m.Data(), r.stream, seq),
+			Attempt: attempt,
+			Handle:  m,
+		})
+	}
+	if err := b.Error(); err != nil && len(out) == 0 {
+		return nil, fmt.Errorf("nats: pull request: %w", err)
+	}
+	return out, nil
+}
+
+// Settle acks (+ACK), nacks (-NAK, with the delay for NackAfter, which
+// the server holds) and then flushes the connection once, so that the
+// server has every settlement of the batch when Settle returns.
+func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
+	var errs []error
+	for _, s := range batch {
+		m := s.Handle.(jetstream.Msg)
+		var err error
+		switch {
+		case s.Ack:
+			err = m.Ack()
+		case s.Delay > 0:
+			err = m.NakWithDelay(s.Delay)
+		default:
+			err = m.Nak()
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			errs = append(errs, err)
+		}
+	}
+	if err := r.flush(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("nats: settling %d messages: %w", len(batch), errors.Join(errs...))
+	}
+	return nil
+}
+
+// Release hands unsettled messages back with an immediate -NAK, so that
+// the group receives them at once rather than after ack_wait.
+func (r *receiver) Release(ctx context.Context, handles []any) error {
+	batch := make([]driver.Settle, len(handles))
+	for i, h := range handles {
+		batch[i] = driver.Settle{Handle: h}
+	}
+	return r.Settle(ctx, batch)
+}
+
+// Extend implements driver.Extender: +WPI (in progress) resets each
+// message's ack_wait timer on the server.
+func (r *receiver) Extend(ctx context.Context, handles []any) error {
+	var errs []error
+	for _, h := range handles {
+		if err := h.(jetstream.Msg).InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			errs = append(errs, err)
+		}
+	}
+	if err := r.flush(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("nats: extending %d leases: %w", len(handles), errors.Join(errs...))
+	}
+	return nil
+}
+
+// flush waits for the server to have read everything sent so far (a
+// PING/PONG round trip), within ctx.
+func (r *receiver) flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	if err := r.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("nats: flush: %w", err)
+	}
+	return nil
+}
+
+// Close has nothing to end: no pull request outlives Receive, and the
+// durable consumer stays for the group.
+func (r *receiver) Close(context.Context) error { return nil }

@@ -1,0 +1,200 @@
+package nats
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
+)
+
+func (c *SubscriberConfig) defaults() {
+	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.MaxAckPending = cmp.Or(c.MaxAckPending, DefaultMaxAckPending)
+	c.FetchWait = cmp.Or(c.FetchWait, DefaultFetchWait)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+}
+
+// NewSubscriber returns a subscriber for cfg.Group that reads through nc;
+// streams it creates use sc (or it uses sc.Stream). The connection stays
+// the caller's: Close does not close it. The subscriber is safe for
+// concurrent use and implements relay.Provisioner, relay.LagReporter and
+// relay.HealthChecker.
+func NewSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig) (relay.Subscriber, error) {
+	return newSubscriber(nc, sc, cfg, false)
+}
+
+func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig, own bool) (relay.Subscriber, error) {
+	if err := errors.Join(sc.Validate(), cfg.Validate()); err != nil {
+		return nil, err
+	}
+	sc.defaults()
+	cfg.defaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	d := &subDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, cfg: cfg, caps: capabilities(int(nc.MaxPayload()))}
+	return driver.NewSubscriber(d, driver.Options{
+		InFlight:    cfg.InFlight,
+		ExtendEvery: cfg.AckWait / 3,
+		Logger:      cfg.Logger,
+	}), nil
+}
+
+type subDriver struct {
+	nc      *natsgo.Conn
+	own     bool // nc was opened from a URL: Close closes it
+	js      jetstream.JetStream
+	streams *streams
+	cfg     SubscriberConfig
+	caps    relay.Capabilities
+}
+
+func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// Health implements relay.HealthChecker: the connection's status.
+func (d *subDriver) Health() error { return connHealth(d.nc) }
+
+// ValidateTopic implements driver.TopicValidator.
+func (d *subDriver) ValidateTopic(topic string) error { return validateTopic(topic) }
+
+// consumerName is the group's durable consumer for topic.
+func (d *subDriver) consumerName(topic string) string {
+	if d.streams.cfg.Stream != "" {
+		return ConsumerName(d.cfg.Group + "_" + topic)
+	}
+	return ConsumerName(d.cfg.Group)
+}
+
+// consumer returns the group's durable pull consumer of topic, creating
+// the stream (unless stream= names one) and the consumer when missing. An
+// existing consumer is used as it is.
+func (d *subDriver) consumer(ctx context.Context, topic string) (jetstream.Consumer, string, error) {
+	if err := validateTopic(topic); err != nil {
+		return nil, "", err
+	}
+	stream, err := d.streams.name(ctx, topic)
+	if err != nil {
+		return nil, "", err
+	}
+	name := d.consumerName(topic)
+	c, err := d.js.Consumer(ctx, stream, name)
+	if err == nil {
+		return c, stream, nil
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if d.streams.cfg.Stream != "" {
+			return nil, "", fmt.Errorf("nats: stream %q (stream=) does not exist; create it with subject %q, or leave stream= out to let relay create one per topic", stream, topic)
+		}
+		d.streams.forget(topic)
+		return nil, "", fmt.Errorf("nats: stream %q of topic %q was deleted; retrying creates it: %w", stream, topic, err)
+	}
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, "", fmt.Errorf("nats: looking up consumer %q on stream %q: %w", name, stream, err)
+	}
+	maxDeliver := d.cfg.MaxDeliver
+	if maxDeliver <= 0 {
+		maxDeliver = -1
+	}
+	c, err = d.js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "relay group " + d.cfg.Group + " of topic " + topic,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.cfg.AckWait,
+		MaxDeliver:    maxDeliver,
+		MaxAckPending: d.cfg.MaxAckPending,
+		FilterSubject: topic,
+	})
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		c, err = d.js.Consumer(ctx, stream, name) // created meanwhile by another subscriber
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("nats: creating consumer %q on stream %q: %w", name, stream, err)
+	}
+	return c, stream, nil
+}
+
+// Provision implements driver.ProvisionDriver: it creates the topic's
+// stream and the group's durable consumer, so that messages published
+// afterwards are kept for the group. Idempotent.
+func (d *subDriver) Provision(ctx context.Context, topic string) error {
+	_, _, err := d.consumer(ctx, topic)
+	return err
+}
+
+// Lag implements driver.LagDriver: the consumer's NumPending (messages of
+// the topic not yet delivered to the group) plus NumAckPending (delivered
+// and not yet acknowledged, including those waiting out a NackAfter).
+// Without a consumer it counts what a new one would receive: the topic's
+// messages in its stream; without a stream, 0.
+func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
+	if err := validateTopic(topic); err != nil {
+		return 0, err
+	}
+	stream := d.streams.cfg.Stream
+	if stream == "" {
+		stream = StreamName(topic)
+	}
+	c, err := d.js.Consumer(ctx, stream, d.consumerName(topic))
+	switch {
+	case err == nil:
+		info, err := c.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("nats: reading consumer info: %w", err)
+		}
+		return int64(info.NumPending) + int64(info.NumAckPending), nil
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return 0, nil
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return 0, fmt.Errorf("nats: looking up the group's consumer: %w", err)
+	}
+	s, err := d.js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("nats: looking up stream %q: %w", stream, err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(topic))
+	if err != nil {
+		return 0, fmt.Errorf("nats: reading stream info of %q: %w", stream, err)
+	}
+	if n, ok := info.State.Subjects[topic]; ok {
+		return int64(n), nil
+	}
+	return int64(info.State.Msgs), nil
+}
+
+func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	c, stream, err := d.consumer(cctx, topic)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	return &receiver{
+		c:         c,
+		nc:        d.nc,
+		stream:    stream,
+		fetchWait: d.cfg.FetchWait,
+	}, nil
+}
+
+// Close closes the connection, when the subscriber opened it from a URL,
+// without draining (every subscription has ended by now).
+func (d *subDriver) Close() error {
+	if d.own {
+		d.nc.Close()
+	}
+	return nil
+}
