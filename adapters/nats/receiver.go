@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -20,7 +21,20 @@ type receiver struct {
 	nc        *natsgo.Conn
 	stream    string
 	fetchWait time.Duration
+
+	// nacked remembers, by stream sequence, the attempt of each message
+	// this subscription nacked, so that its redelivery here counts at
+	// least one more even when the server rolled a delivery back (it
+	// lowers a message's delivery count when it took a delivery back from
+	// a pull request that ended). Receive and Settle run on different
+	// goroutines.
+	mu     sync.Mutex
+	nacked map[uint64]int
 }
+
+// maxNackMemo bounds receiver.nacked; beyond it the memo is cleared and
+// the server's count alone is used.
+const maxNackMemo = 1 << 16
 
 // Receive takes what is available at once (a no-wait pull of up to max
 // messages); when nothing is, it waits up to fetch_wait for one message
@@ -77,11 +91,17 @@ func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) 
 		attempt, seq := 1, uint64(0)
 		if md, err := m.Metadata(); err == nil {
 			attempt, seq = int(md.NumDelivered), md.Sequence.Stream
+			r.mu.Lock()
+			if prev, ok := r.nacked[seq]; ok {
+				delete(r.nacked, seq)
+				attempt = max(attempt, prev+1)
+			}
+			r.mu.Unlock()
 		}
 		out = append(out, driver.Received{
 			Msg:     decode(m.Headers(), m.Data(), r.stream, seq),
 			Attempt: attempt,
-			Handle:  m,
+			Handle:  &handle{msg: m, seq: seq, attempt: attempt},
 		})
 	}
 	if err := b.Error(); err != nil && len(out) == 0 {
@@ -96,7 +116,11 @@ func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) 
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	var errs []error
 	for _, s := range batch {
-		m := s.Handle.(jetstream.Msg)
+		h := s.Handle.(*handle)
+		m := h.msg
+		if !s.Ack {
+			r.rememberNack(h)
+		}
 		var err error
 		switch {
 		case s.Ack:
@@ -119,6 +143,26 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	return nil
 }
 
+// handle is the settlement token of one delivery.
+type handle struct {
+	msg     jetstream.Msg
+	seq     uint64 // stream sequence; 0 when the metadata was unreadable
+	attempt int    // as delivered
+}
+
+// rememberNack records the attempt h was delivered with, as it is nacked.
+func (r *receiver) rememberNack(h *handle) {
+	if h.seq == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.nacked == nil || len(r.nacked) >= maxNackMemo {
+		r.nacked = make(map[uint64]int)
+	}
+	r.nacked[h.seq] = h.attempt
+}
+
 // Release hands unsettled messages back with an immediate -NAK, so that
 // the group receives them at once rather than after ack_wait.
 func (r *receiver) Release(ctx context.Context, handles []any) error {
@@ -134,7 +178,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 func (r *receiver) Extend(ctx context.Context, handles []any) error {
 	var errs []error
 	for _, h := range handles {
-		if err := h.(jetstream.Msg).InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		if err := h.(*handle).msg.InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			errs = append(errs, err)
 		}
 	}
