@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,3 +215,56 @@ func TestPoisonElementDelivered(t *testing.T) {
 }
 
 func errorsIsInvalidTopic(err error) bool { return errors.Is(err, relay.ErrInvalidTopic) }
+
+// When the connection BLMOVE waits on breaks (here killed by the server,
+// as in a restart), the subscription goes on: go-redis reconnects the
+// dedicated connection, and the shared layer retries the failed Receive.
+func TestWaitConnectionKilled(t *testing.T) {
+	ctx := context.Background()
+	const topic, group = "killed", "g"
+	f := newFixture(t, group, "block", "1m", "lease", "5m")
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, err := f.sub.Subscribe(sctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Find the client blocked in BLMOVE and kill it.
+	deadline := time.Now().Add(30 * time.Second)
+	killed := false
+	for !killed {
+		clients, err := f.rc.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(clients, "\n") {
+			if !strings.Contains(line, "cmd=blmove") {
+				continue
+			}
+			for _, field := range strings.Fields(line) {
+				if id, ok := strings.CutPrefix(field, "id="); ok {
+					n, _ := strconv.ParseInt(id, 10, 64)
+					if err := f.rc.ClientKillByFilter(ctx, "ID", strconv.FormatInt(n, 10)).Err(); err != nil {
+						t.Fatal(err)
+					}
+					killed = true
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no client blocked in BLMOVE within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	m := relay.NewMessage([]byte("after the kill"))
+	if err := f.pub.Publish(ctx, topic, m); err != nil {
+		t.Fatal(err)
+	}
+	got := next(t, ch)
+	if got.ID != m.ID {
+		t.Fatalf("got %s, want %s", got.ID, m.ID)
+	}
+	if err := got.Ack(); err != nil {
+		t.Fatal(err)
+	}
+}
