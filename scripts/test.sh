@@ -12,7 +12,8 @@
 #    only checked, never started.
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
-#    instead of skipping.
+#    instead of skipping; then the same (and `go mod tidy -diff`) in the
+#    separate module examples/adapter, whose failure fails the run too.
 #
 # Kafka and SQS/SNS tests run against in-process fakes unless
 # RELAY_TEST_KAFKA_BROKERS / RELAY_TEST_SQS_ENDPOINT name real ones.
@@ -230,6 +231,20 @@ go test -race -count=1 -p 1 -timeout 25m -v ${GO_TEST_FLAGS:-} "${pkgs[@]}" 2>&1
 test_rc=${PIPESTATUS[0]}
 set -e
 
+# examples/adapter is a module of its own (an adapter written outside this
+# module, on the public packages only): vet, tidy and test it too. Its -v
+# output goes to the same log, so its tests are counted below.
+say "examples/adapter: go vet, go mod tidy -diff, go test -race"
+ext=ok
+(cd examples/adapter && go vet ./...) || ext=FAILED
+(cd examples/adapter && go mod tidy -diff) || ext=FAILED
+set +e
+(cd examples/adapter && go test -race -count=1 -v ./... 2>&1) |
+	tee -a "$log" |
+	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)|^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} '
+[[ ${PIPESTATUS[0]} == 0 ]] || ext=FAILED
+set -e
+
 count() { grep -Ec "$1" "$log" || true; }
 passed=$(count '^[[:space:]]*--- PASS:')
 failed=$(count '^[[:space:]]*--- FAIL:')
@@ -242,6 +257,7 @@ echo "summary:"
 echo "  go vet:   $vet"
 echo "  go.mod:   tidy $tidy"
 echo "  packages: $pkg_ok ok, $pkg_fail failed"
+echo "  examples/adapter: $ext"
 if ((pkg_fail > 0)); then
 	grep -E '^FAIL[[:space:]]' "$log" | sed 's/^/    /'
 fi
@@ -249,10 +265,10 @@ if ((skipped > 0)); then
 	echo "  skipped tests (reasons above and in $log):"
 	grep -E '^[[:space:]]*--- SKIP:' "$log" | sed 's/^[[:space:]]*/    /'
 fi
-if [[ $vet == ok && $tidy == ok && $test_rc == 0 ]]; then
+if [[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]; then
 	echo "  result:   PASS"
 else
-	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc)"
+	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc, examples/adapter $ext)"
 fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
-[[ $vet == ok && $tidy == ok && $test_rc == 0 ]]
+[[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]
