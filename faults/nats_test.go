@@ -122,8 +122,8 @@ func TestBacklogNATS(t *testing.T) {
 	}, "")
 }
 
-// withNATSCleanup deletes, at the end of t, every stream on server whose
-// subjects start with prefix and that this test created (the scenarios
+// withNATSCleanup deletes, at the end of t, every stream on server that
+// holds a topic starting with prefix and that this test created (the scenarios
 // pick their topic themselves).
 func withNATSCleanup(t *testing.T, server, prefix string) {
 	js := natsJS(t, server)
@@ -138,9 +138,9 @@ func withNATSCleanup(t *testing.T, server, prefix string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var drop []string
-		names := js.StreamNames(ctx, jetstream.WithStreamListSubject(prefix+"-*"))
+		names := js.StreamNames(ctx)
 		for n := range names.Name() {
-			if !before[n] {
+			if !before[n] && strings.HasPrefix(n, relaynats.StreamName(prefix)) {
 				drop = append(drop, n)
 			}
 		}
