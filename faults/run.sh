@@ -44,6 +44,7 @@ targets=(
 	"./adapters/amqp        FuzzDecode       200000x"
 	"./adapters/kafka       FuzzDecodeRecord 150000x"
 	"./adapters/sqs         FuzzDecode       200000x"
+	"./adapters/nats        FuzzDecode       200000x"
 )
 fuzz_ok=true
 if [[ $fuzztime != 0 ]]; then

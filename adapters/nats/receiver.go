@@ -110,10 +110,21 @@ func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) 
 	return out, nil
 }
 
-// Settle acks (+ACK), nacks (-NAK, with the delay for NackAfter, which
-// the server holds) and then flushes the connection once, so that the
-// server has every settlement of the batch when Settle returns.
+// Settle acks (+ACK) and nacks (-NAK, with the delay for NackAfter,
+// which the server holds) without waiting for the server: nats.go writes
+// them out at once, and the connection is ordered, so the server has
+// applied them before it reads the next pull request, which is what the
+// in-flight window counts on. A settlement the server never gets (the
+// connection dropped first) leaves the message to be redelivered after
+// ack_wait: at-least-once holds. Release and Close flush, so that the
+// server has every settlement when the subscription's channel closes.
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
+	return r.settle(ctx, batch, false)
+}
+
+// settle sends batch and, with flush, waits for the server to have read
+// it (one PING/PONG round trip).
+func (r *receiver) settle(ctx context.Context, batch []driver.Settle, flush bool) error {
 	var errs []error
 	for _, s := range batch {
 		h := s.Handle.(*handle)
@@ -134,8 +145,10 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := r.flush(ctx); err != nil {
-		errs = append(errs, err)
+	if flush {
+		if err := r.flush(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("nats: settling %d messages: %w", len(batch), errors.Join(errs...))
@@ -164,13 +177,14 @@ func (r *receiver) rememberNack(h *handle) {
 }
 
 // Release hands unsettled messages back with an immediate -NAK, so that
-// the group receives them at once rather than after ack_wait.
+// the group receives them at once rather than after ack_wait, and waits
+// for the server to have them and every settlement sent before.
 func (r *receiver) Release(ctx context.Context, handles []any) error {
 	batch := make([]driver.Settle, len(handles))
 	for i, h := range handles {
 		batch[i] = driver.Settle{Handle: h}
 	}
-	return r.Settle(ctx, batch)
+	return r.settle(ctx, batch, true)
 }
 
 // Extend implements driver.Extender: +WPI (in progress) resets each
@@ -205,6 +219,9 @@ func (r *receiver) flush(ctx context.Context) error {
 	return nil
 }
 
-// Close has nothing to end: no pull request outlives Receive, and the
-// durable consumer stays for the group.
-func (r *receiver) Close(context.Context) error { return nil }
+// Close waits, within ctx, for the server to have every settlement sent
+// (Settle does not wait for it). It has nothing else to end: no pull
+// request outlives Receive, and the durable consumer stays for the group.
+func (r *receiver) Close(ctx context.Context) error {
+	return r.flush(ctx)
+}

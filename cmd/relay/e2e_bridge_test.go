@@ -65,66 +65,71 @@ func TestBridgeEveryPair(t *testing.T) {
 			if from.name == to.name {
 				continue
 			}
-			t.Run(from.name+"-to-"+to.name, func(t *testing.T) {
-				run := id()
-				in, out := "e2e-in-"+run, "e2e-out-"+run
-				provision(t, to, out, "reader-"+run)
-				rd := newReader(t, to, out, "reader-"+run)
-				br := startBridge(t, routeYAML("pair", from, in, "bridge-"+run, to, out, ""))
-
-				msgs := testMessages(min(from.large, to.large))
-				publish(t, from, in, msgs...)
-				if !rd.waitUnique(len(msgs), 60*time.Second) {
-					t.Fatalf("%d of %d messages arrived; bridge stderr:\n%s", rd.unique(), len(msgs), br.err.String())
-				}
-				got, counts := rd.snapshot()
-				byID := map[string]*relay.Message{}
-				for _, m := range got {
-					byID[m.ID] = m
-				}
-				for _, w := range msgs {
-					g := byID[w.ID]
-					if g == nil {
-						t.Errorf("message %s missing", w.ID)
-						continue
-					}
-					if counts[w.ID] != 1 {
-						t.Errorf("message %s arrived %d times", w.ID, counts[w.ID])
-					}
-					if g.Key != w.Key {
-						t.Errorf("message %s key %q, want %q", w.ID, g.Key, w.Key)
-					}
-					if !bytes.Equal(g.Payload, w.Payload) {
-						t.Errorf("message %s payload differs: %d bytes, want %d", w.ID, len(g.Payload), len(w.Payload))
-					}
-					if g.Topic() != out {
-						t.Errorf("message %s arrived on %q", w.ID, g.Topic())
-					}
-					wantMD := w.Metadata.Clone()
-					if wantMD == nil {
-						wantMD = relay.Metadata{}
-					}
-					hop := g.Metadata[bridge.HopsKey]
-					if len(hop) != 16 {
-						t.Errorf("message %s hop marker %q", w.ID, hop)
-					}
-					wantMD[bridge.HopsKey] = hop
-					if len(g.Metadata) != len(wantMD) {
-						t.Errorf("message %s has %d metadata keys, want %d: %v", w.ID, len(g.Metadata), len(wantMD), g.Metadata)
-					}
-					for k, v := range wantMD {
-						if gv, ok := g.Metadata[k]; !ok || gv != v {
-							t.Errorf("message %s metadata %q = %q (present %v), want %q", w.ID, k, gv, ok, v)
-						}
-					}
-				}
-				if v := br.waitMetric(`relay_bridge_forwarded_total{route="pair"}`, float64(len(msgs))); v != float64(len(msgs)) {
-					t.Errorf("forwarded_total = %v, want %d", v, len(msgs))
-				}
-				if code := br.signal(syscall.SIGTERM, 60*time.Second); code != 0 {
-					t.Errorf("bridge exit code after SIGTERM = %d, want 0; stderr:\n%s", code, br.err.String())
-				}
-			})
+			t.Run(from.name+"-to-"+to.name, func(t *testing.T) { bridgePair(t, from, to) })
 		}
+	}
+}
+
+// bridgePair runs the relay binary with one route from -> to and checks
+// that testMessages arrive byte-exact, once each, with only the hop marker
+// added to their metadata, and that the bridge exits 0 on SIGTERM.
+func bridgePair(t *testing.T, from, to backend) {
+	run := id()
+	in, out := "e2e-in-"+run, "e2e-out-"+run
+	provision(t, to, out, "reader-"+run)
+	rd := newReader(t, to, out, "reader-"+run)
+	br := startBridge(t, routeYAML("pair", from, in, "bridge-"+run, to, out, ""))
+
+	msgs := testMessages(min(from.large, to.large))
+	publish(t, from, in, msgs...)
+	if !rd.waitUnique(len(msgs), 60*time.Second) {
+		t.Fatalf("%d of %d messages arrived; bridge stderr:\n%s", rd.unique(), len(msgs), br.err.String())
+	}
+	got, counts := rd.snapshot()
+	byID := map[string]*relay.Message{}
+	for _, m := range got {
+		byID[m.ID] = m
+	}
+	for _, w := range msgs {
+		g := byID[w.ID]
+		if g == nil {
+			t.Errorf("message %s missing", w.ID)
+			continue
+		}
+		if counts[w.ID] != 1 {
+			t.Errorf("message %s arrived %d times", w.ID, counts[w.ID])
+		}
+		if g.Key != w.Key {
+			t.Errorf("message %s key %q, want %q", w.ID, g.Key, w.Key)
+		}
+		if !bytes.Equal(g.Payload, w.Payload) {
+			t.Errorf("message %s payload differs: %d bytes, want %d", w.ID, len(g.Payload), len(w.Payload))
+		}
+		if g.Topic() != out {
+			t.Errorf("message %s arrived on %q", w.ID, g.Topic())
+		}
+		wantMD := w.Metadata.Clone()
+		if wantMD == nil {
+			wantMD = relay.Metadata{}
+		}
+		hop := g.Metadata[bridge.HopsKey]
+		if len(hop) != 16 {
+			t.Errorf("message %s hop marker %q", w.ID, hop)
+		}
+		wantMD[bridge.HopsKey] = hop
+		if len(g.Metadata) != len(wantMD) {
+			t.Errorf("message %s has %d metadata keys, want %d: %v", w.ID, len(g.Metadata), len(wantMD), g.Metadata)
+		}
+		for k, v := range wantMD {
+			if gv, ok := g.Metadata[k]; !ok || gv != v {
+				t.Errorf("message %s metadata %q = %q (present %v), want %q", w.ID, k, gv, ok, v)
+			}
+		}
+	}
+	if v := br.waitMetric(`relay_bridge_forwarded_total{route="pair"}`, float64(len(msgs))); v != float64(len(msgs)) {
+		t.Errorf("forwarded_total = %v, want %d", v, len(msgs))
+	}
+	if code := br.signal(syscall.SIGTERM, 60*time.Second); code != 0 {
+		t.Errorf("bridge exit code after SIGTERM = %d, want 0; stderr:\n%s", code, br.err.String())
 	}
 }
