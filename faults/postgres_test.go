@@ -266,6 +266,13 @@ func TestOutboxKillPostgres(t *testing.T) {
 	if rows != 0 || orders != 0 {
 		t.Errorf("the killed transaction left %d message rows and %d business rows", rows, orders)
 	}
+	var committed int
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "orders"}.Sanitize()).Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
+	if committed != outboxCommitted {
+		t.Errorf("%d business rows of committed transactions, want %d", committed, outboxCommitted)
+	}
 	cancel()
 	_ = sub.Close()
 	wg.Wait()
