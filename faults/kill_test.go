@@ -36,6 +36,8 @@ func runChild(mode string) int {
 	case "hold":
 	case "slow":
 		return runSlowChild()
+	case "outbox":
+		return runOutboxChild()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		return 2

@@ -2,7 +2,7 @@
 # `make faults`: the fault-injection scenarios, the fuzz targets for a
 # bounded time, then docs/reliability.md regenerated from the results.
 #
-# Needs Redis and RabbitMQ up as for `make test` (scripts/test.sh starts
+# Needs Redis, RabbitMQ and PostgreSQL up as for `make test` (scripts/test.sh starts
 # them; CI runs it first). A missing broker fails, it is not skipped.
 # Kafka runs on kfake and SQS on goaws, in process / as a subprocess.
 #

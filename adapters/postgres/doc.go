@@ -62,14 +62,16 @@
 // subscriptions and notifications lost while the LISTEN connection was
 // down (after reconnecting it wakes every subscription).
 //
-// Ack deletes the delivery row; then message rows that no group needs any
-// more are deleted (those just acked, after the ack committed, and on
-// each Subscribe a bounded sweep of at most 1000 leftovers of the topic).
+// Ack deletes the delivery row, and message rows that no group needs any
+// more are deleted: those just acked, in the ack's transaction (the acked
+// message rows are locked first, so that when several groups ack the same
+// message at once the last one to commit removes it), and on each
+// Subscribe a bounded sweep of at most 1000 leftovers of the topic.
 // Nack makes the row claimable at once (visible_at = now()); NackAfter(d)
 // is native (visible_at = now() + d, no upper bound): the delay holds
 // across the end of the subscription and of the process, and the message
 // holds no window slot meanwhile. Settlements are batched into one
-// transaction per flush. Attempt is the row's attempts column, counted by
+// transaction, sent in one round trip, per flush. Attempt is the row's attempts column, counted by
 // the database (AttemptFromBroker). When a subscription ends, its
 // unsettled rows are released (visible_at = now(), lease cleared) and the
 // group is notified.

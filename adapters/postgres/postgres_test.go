@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,6 +110,66 @@ func TestRetention(t *testing.T) {
 	ack(b)
 	if n := rows(); n != 0 {
 		t.Fatalf("%d message rows after both groups acked, want 0", n)
+	}
+}
+
+// TestRetentionConcurrentGroups: several groups acking the same messages
+// at the same time leave no message row behind (each ack removes what no
+// group needs in its own transaction; without the row lock two groups
+// committing together would each see the other's delivery row and keep
+// the message). All subscriptions start before any ack, so that the
+// sweep at Subscribe cannot hide a leftover.
+func TestRetentionConcurrentGroups(t *testing.T) {
+	const groups, total = 6, 400
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topic := relaytest.Unique("retention-concurrent")
+	var chans []<-chan *relay.Message
+	for range groups {
+		s := openSub(t, relaytest.Unique("g"), "inflight", "16")
+		if err := s.(relay.Provisioner).Provision(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+		ch, err := s.Subscribe(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+	}
+	pub := openPub(t)
+	for i := 0; i < total; i += 20 {
+		batch := make([]*relay.Message, 20)
+		for j := range batch {
+			batch[j] = relay.NewMessage([]byte("m"))
+		}
+		if err := pub.Publish(ctx, topic, batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, ch := range chans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range total {
+				if err := next(t, ch).Ack(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	for _, ch := range chans {
+		for range ch { // closed once its acks are in the database
+		}
+	}
+	if n := count(t, "SELECT count(*) FROM "+table("deliveries")+" WHERE topic = $1", topic); n != 0 {
+		t.Fatalf("%d delivery rows left after every group acked everything", n)
+	}
+	if n := count(t, "SELECT count(*) FROM "+table("messages")+" WHERE topic = $1", topic); n != 0 {
+		t.Fatalf("%d of %d message rows left after every group acked them", n, total)
 	}
 }
 

@@ -102,9 +102,11 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 	return out, nil
 }
 
-// Settle deletes the acked delivery rows and makes the nacked ones
-// claimable again (at once, or after their delay) in one transaction,
-// then removes the message rows no group needs any more.
+// Settle deletes the acked delivery rows, removes the message rows no
+// group needs any more and makes the nacked rows claimable again (at
+// once, or after their delay), all in one transaction sent in one round
+// trip (see queries.lock for how concurrent acks of several groups keep
+// retention exact).
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	var acks, nacks, delays []int64
 	var now bool
@@ -126,7 +128,9 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	}
 	b := &pgx.Batch{}
 	if len(acks) > 0 {
+		b.Queue(r.d.q.lock, acks)
 		b.Queue(r.d.q.ack, r.topic, r.d.cfg.Group, acks)
+		b.Queue(r.d.q.cleanup, acks)
 	}
 	if len(nacks) > 0 {
 		b.Queue(r.d.q.nack, r.topic, r.d.cfg.Group, nacks, delays, r.holder)
@@ -144,12 +148,6 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	}
 	if now || len(due) > 0 {
 		signal(r.wake)
-	}
-	if len(acks) > 0 {
-		if _, err := r.d.pool.Exec(ctx, r.d.q.cleanup, acks); err != nil {
-			// The acks stand; the next Subscribe's sweep removes the rows.
-			r.d.cfg.Logger.Debug("postgres: removing acked message rows failed", "topic", r.topic, "err", err)
-		}
 	}
 	return nil
 }

@@ -84,6 +84,7 @@ type queries struct {
 	notify   string
 	group    string
 	claim    string
+	lock     string
 	ack      string
 	cleanup  string
 	nack     string
@@ -130,9 +131,15 @@ u AS (
 	RETURNING d.message_id, d.attempts)
 SELECT u.message_id, u.attempts, m.relay_id, m.key, m.md_keys, m.md_values, m.payload
 FROM u JOIN S.messages m ON m.id = u.message_id ORDER BY u.message_id`),
-		ack: r.Replace(`DELETE FROM S.deliveries WHERE topic = $1 AND group_name = $2 AND message_id = ANY($3)`),
-		// Run after the ack committed, so that of two groups acking the
-		// same message at once the later one sees the other's delete.
+		// An ack is lock, ack and cleanup in one transaction (one round
+		// trip). lock takes the acked messages' rows in id order, so that
+		// of two groups acking the same message at once the later one
+		// waits for the other to commit; its cleanup, a later statement
+		// with a fresh snapshot, then sees both delivery rows gone and
+		// removes the message row. Without the lock each cleanup would see
+		// the other group's row and both would keep the message.
+		lock: r.Replace(`SELECT 1 FROM S.messages WHERE id = ANY($1) ORDER BY id FOR UPDATE`),
+		ack:  r.Replace(`DELETE FROM S.deliveries WHERE topic = $1 AND group_name = $2 AND message_id = ANY($3)`),
 		cleanup: r.Replace(`DELETE FROM S.messages m WHERE m.id = ANY($1)
 	AND NOT EXISTS (SELECT 1 FROM S.deliveries d WHERE d.message_id = m.id)`),
 		// $3 ids, $4 delays in microseconds, $5 holder.
