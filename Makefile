@@ -12,7 +12,7 @@ demo: ## run the checkout demo on the in-process backend (BROKER=url to change)
 	@echo '$(GO) run ./examples/checkout$(if $(BROKER), -broker "$$BROKER")'
 	@BROKER='$(BROKER)' $(GO) run ./examples/checkout $(if $(BROKER),-broker "$$BROKER")
 
-test: ## run all tests, starting Redis/RabbitMQ if needed (what CI runs; PKGS=./x/... to narrow)
+test: ## run all tests, starting Redis/RabbitMQ/PostgreSQL/NATS if needed (what CI runs; PKGS=./x/... to narrow)
 	scripts/test.sh $(PKGS)
 
 faults: ## fault scenarios (restarts, SIGKILL, poison, backlog) + fuzzing; writes docs/reliability.md (~5 min)
