@@ -371,6 +371,18 @@ func Redact(raw string) string {
 		// a query value turns the rest of the URL into one.
 		u.Fragment, u.RawFragment = "xxxxx", ""
 	}
+	// A '?' or '@' typed into a password can move the query, secrets
+	// included, into the path or the host: hide any part that mentions
+	// a secret rather than guess where it came from.
+	if containsSecretWord(u.Path) || containsSecretWord(u.RawPath) {
+		u.Path, u.RawPath = "/xxxxx", ""
+	}
+	if containsSecretWord(u.Opaque) {
+		u.Opaque = "xxxxx"
+	}
+	if containsSecretWord(u.Host) {
+		u.Host = "xxxxx"
+	}
 	if u.RawQuery != "" {
 		q, perr := url.ParseQuery(u.RawQuery)
 		changed := perr != nil
