@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // privateServer is a nats-server with JetStream that the test starts on a
@@ -29,6 +30,9 @@ const natsServerBin = "/usr/sbin/nats-server"
 func startPrivateServer(t testing.TB, args ...string) *privateServer {
 	t.Helper()
 	if _, err := exec.LookPath(natsServerBin); err != nil {
+		if testenv.Required() {
+			t.Fatalf("%s is not installed (Debian: apt-get install nats-server): %v", natsServerBin, err)
+		}
 		t.Skipf("SKIP: %s is not installed: %v", natsServerBin, err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -82,7 +82,6 @@ func TestNackAfterFreesWindowSlot(t *testing.T) {
 	ch, _ := relaytest.Subscribe(t, sub, topic)
 	m := relaytest.Next(t, ch, "message to delay")
 	const delay = 5 * time.Second
-	nacked := time.Now()
 	if err := m.NackAfter(delay); err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +96,8 @@ func TestNackAfterFreesWindowSlot(t *testing.T) {
 		held = append(held, m) // all n held unsettled at once
 	}
 	// Had the waiting message kept a slot, the last of the others could
-	// only have come once the delay ended and the slot was freed.
-	if time.Since(nacked) >= delay {
-		t.Fatalf("the other messages came only after the delay of the waiting one")
-	}
+	// not have come while it waited: the waiting message itself would
+	// have come back first, and the ID check above would have failed.
 	for _, m := range held {
 		if err := m.Ack(); err != nil {
 			t.Fatal(err)
@@ -128,7 +125,6 @@ func TestEmulatedNackAfterFreesReadAhead(t *testing.T) {
 	ch, cancel := relaytest.Subscribe(t, sub, topic)
 	m := relaytest.Next(t, ch, "message to delay")
 	const delay = 10 * time.Second // beyond MaxDelay (300ms): emulated
-	nacked := time.Now()
 	if err := m.NackAfter(delay); err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +137,6 @@ func TestEmulatedNackAfterFreesReadAhead(t *testing.T) {
 			t.Fatalf("got %s, want %s", m.ID, others[i].ID)
 		}
 		held = append(held, m)
-	}
-	if time.Since(nacked) >= delay {
-		t.Fatalf("the other messages came only after the delay of the waiting one")
 	}
 	for _, m := range held {
 		_ = m.Ack()
