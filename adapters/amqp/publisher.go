@@ -22,8 +22,16 @@ const maxRefusals = 3
 // Publisher is a relay.Publisher for RabbitMQ. It is safe for concurrent
 // use; see Config for its options and NewPublisher for its behaviour.
 type Publisher struct {
-	*driver.Publisher
+	sharedPublisher
 	d *pubDriver
+}
+
+// sharedPublisher is the part of the shared layer's publisher that
+// Publisher offers: relay's interfaces, not the driver's internals.
+type sharedPublisher interface {
+	relay.Publisher
+	relay.CapabilityReporter
+	relay.HealthChecker
 }
 
 // State reports the connection state.
@@ -60,7 +68,7 @@ func NewPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 	for i := range d.slots {
 		d.slots[i] = &pubSlot{lock: make(chan struct{}, 1)}
 	}
-	return &Publisher{Publisher: driver.NewPublisher(d, 0), d: d}, nil
+	return &Publisher{sharedPublisher: driver.NewPublisher(d, 0), d: d}, nil
 }
 
 func capabilities(cfg *Config) relay.Capabilities {

@@ -35,8 +35,18 @@ const closeWait = 5 * time.Second
 // delivered on the old channel are redelivered by the broker, and settling
 // them does nothing.
 type Subscriber struct {
-	*driver.Subscriber
+	sharedSubscriber
 	d *subDriver
+}
+
+// sharedSubscriber is the part of the shared layer's subscriber that
+// Subscriber offers: relay's interfaces, not the driver's internals.
+type sharedSubscriber interface {
+	relay.Subscriber
+	relay.Provisioner
+	relay.CapabilityReporter
+	relay.HealthChecker
+	relay.LagReporter
 }
 
 // State reports the connection state.
@@ -60,7 +70,7 @@ func NewSubscriber(ctx context.Context, cfg Config) (*Subscriber, error) {
 		log:   cfg.logger().With("backend", "amqp", "group", cfg.Group),
 	}
 	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, Logger: cfg.Logger})
-	return &Subscriber{Subscriber: s, d: d}, nil
+	return &Subscriber{sharedSubscriber: s, d: d}, nil
 }
 
 type subDriver struct {
