@@ -2,7 +2,6 @@ package bridge_test
 
 import (
 	"context"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,16 +30,6 @@ type benchBackend struct {
 	name   string
 	pubURL string
 	subURL func(group string) string
-}
-
-func withQuery(raw string, kv ...string) string {
-	u, _ := url.Parse(raw)
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 var (
@@ -73,21 +62,21 @@ func benchBackends(b *testing.B) []benchBackend {
 	aws := func(scheme string) string {
 		u := scheme + "://?region=" + sqsSvc.Region
 		if sqsSvc.Endpoint != "" {
-			u = withQuery(u, "endpoint", sqsSvc.Endpoint)
+			u = testenv.WithParams(u, "endpoint", sqsSvc.Endpoint)
 		}
 		if sqsSvc.Emulated {
-			u = withQuery(u, "access_key_id", "test", "secret_key", "test")
+			u = testenv.WithParams(u, "access_key_id", "test", "secret_key", "test")
 		}
 		return u
 	}
 	group := func(u string) func(string) string {
-		return func(g string) string { return withQuery(u, "group", g) }
+		return func(g string) string { return testenv.WithParams(u, "group", g) }
 	}
 	return []benchBackend{
 		{"redis", redis, group(redis)},
 		{"amqp", amqp, group(amqp)},
 		{"kafka", kafka, group(kafka)},
-		{"sqs", aws("sqs"), func(string) string { return withQuery(aws("sqs"), "wait", "1") }},
+		{"sqs", aws("sqs"), func(string) string { return testenv.WithParams(aws("sqs"), "wait", "1") }},
 	}
 }
 
@@ -171,7 +160,7 @@ func provisioned(b *testing.B, be benchBackend, topic, group string) relay.Subsc
 func measureConsume(b *testing.B, be benchBackend) float64 {
 	topic := "bench-c-" + benchID()
 	window := benchBackend{name: be.name, pubURL: be.pubURL, subURL: func(g string) string {
-		return withQuery(be.subURL(g), "inflight", strconv.Itoa(bridge.DefaultSourceInFlight))
+		return testenv.WithParams(be.subURL(g), "inflight", strconv.Itoa(bridge.DefaultSourceInFlight))
 	}}
 	sub := provisioned(b, window, topic, "g")
 	defer sub.Close()

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // The backlog scenario: backlogTotal messages of backlogSize bytes wait in
@@ -164,14 +165,14 @@ func backlogScenario(t *testing.T, adapter, pubURL string, subURL func(group str
 func TestBacklogRedis(t *testing.T) {
 	base := redisURL(t)
 	backlogScenario(t, "redisstream", base, func(g string, inflight int) string {
-		return withParams(t, base, "group", g, "inflight", strconv.Itoa(inflight))
+		return testenv.WithParams(base, "group", g, "inflight", strconv.Itoa(inflight))
 	}, "")
 }
 
 func TestBacklogRabbitMQ(t *testing.T) {
 	base := amqpURL(t)
 	backlogScenario(t, "amqp", base, func(g string, inflight int) string {
-		return withParams(t, base, "group", g, "inflight", strconv.Itoa(inflight))
+		return testenv.WithParams(base, "group", g, "inflight", strconv.Itoa(inflight))
 	}, "")
 }
 
@@ -189,6 +190,6 @@ func TestBacklogKafka(t *testing.T) {
 	defer c.Close()
 	base := "kafka://127.0.0.1:" + strconv.Itoa(port)
 	backlogScenario(t, "kafka (kfake)", base, func(g string, inflight int) string {
-		return withParams(t, base, "group", g, "inflight", strconv.Itoa(inflight))
+		return testenv.WithParams(base, "group", g, "inflight", strconv.Itoa(inflight))
 	}, "")
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"sort"
 	"sync"
@@ -197,21 +196,6 @@ func consume(l *ledger, ch <-chan *relay.Message, wg *sync.WaitGroup) {
 }
 
 func unique(prefix string) string { return prefix + "-" + relay.NewID()[24:] }
-
-// withParams returns base with the query parameters kv set.
-func withParams(t testing.TB, base string, kv ...string) string {
-	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 func openPub(t testing.TB, raw string) relay.Publisher {
 	t.Helper()

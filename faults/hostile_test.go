@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // The hostile-producer scenario: a non-relay producer using the broker's
@@ -147,7 +148,7 @@ func TestHostileRedis(t *testing.T) {
 	raw := redis.NewClient(opts)
 	defer raw.Close()
 	r := rand.New(rand.NewPCG(1, 2))
-	hostileScenario(t, "redisstream", base, withParams(t, base, "group", unique("g")), func(topic string) []string {
+	hostileScenario(t, "redisstream", base, testenv.WithParams(base, "group", unique("g")), func(topic string) []string {
 		var keys []string
 		for i := 0; i < hostileTotal; i++ {
 			var fields []any
@@ -195,7 +196,7 @@ func TestHostileRabbitMQ(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	hostileScenario(t, "amqp", base, withParams(t, base, "group", unique("g")), func(topic string) []string {
+	hostileScenario(t, "amqp", base, testenv.WithParams(base, "group", unique("g")), func(topic string) []string {
 		var keys []string
 		for i := 0; i < hostileTotal; i++ {
 			h := amqp091.Table{}
@@ -242,7 +243,7 @@ func TestHostileKafka(t *testing.T) {
 	}
 	defer cl.Close()
 	r := rand.New(rand.NewPCG(5, 6))
-	hostileScenario(t, "kafka (kfake)", base, withParams(t, base, "group", unique("g")), func(topic string) []string {
+	hostileScenario(t, "kafka (kfake)", base, testenv.WithParams(base, "group", unique("g")), func(topic string) []string {
 		var keys []string
 		for i := 0; i < hostileTotal; i++ {
 			rec := &kgo.Record{Topic: topic, Value: hostileBody(r, i)}

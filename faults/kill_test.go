@@ -149,8 +149,8 @@ func TestKillRedis(t *testing.T) {
 	base := redisURL(t)
 	group := unique("g")
 	killScenario(t, "redisstream", base,
-		withParams(t, base, "group", group, "inflight", strconv.Itoa(killHold)),
-		withParams(t, base, "group", group, "inflight", "64", "claim_idle", "2s", "claim_every", "500ms"),
+		testenv.WithParams(base, "group", group, "inflight", strconv.Itoa(killHold)),
+		testenv.WithParams(base, "group", group, "inflight", "64", "claim_idle", "2s", "claim_every", "500ms"),
 		"pending entries claimed after claim_idle=2s")
 }
 
@@ -158,8 +158,8 @@ func TestKillRabbitMQ(t *testing.T) {
 	base := amqpURL(t)
 	group := unique("g")
 	killScenario(t, "amqp", base,
-		withParams(t, base, "group", group, "inflight", strconv.Itoa(killHold)),
-		withParams(t, base, "group", group, "inflight", "64"),
+		testenv.WithParams(base, "group", group, "inflight", strconv.Itoa(killHold)),
+		testenv.WithParams(base, "group", group, "inflight", "64"),
 		"broker requeues on connection loss")
 }
 
@@ -180,8 +180,8 @@ func TestKillKafka(t *testing.T) {
 	group := unique("g")
 	opts := []string{"group", group, "session_timeout", "2s", "heartbeat_interval", "200ms"}
 	killScenario(t, "kafka (kfake)", base,
-		withParams(t, base, append(opts, "inflight", strconv.Itoa(killHold))...),
-		withParams(t, base, append(opts, "inflight", "64")...),
+		testenv.WithParams(base, append(opts, "inflight", strconv.Itoa(killHold))...),
+		testenv.WithParams(base, append(opts, "inflight", "64")...),
 		"group rebalances after session_timeout=2s; uncommitted offsets re-read")
 }
 
@@ -200,7 +200,7 @@ func TestKillSQS(t *testing.T) {
 	}
 	base := "sqs://?" + q.Encode()
 	killScenario(t, "sqs (goaws)", base,
-		withParams(t, base, "inflight", strconv.Itoa(killHold), "visibility", "3"),
-		withParams(t, base, "inflight", "64", "visibility", "30"),
+		testenv.WithParams(base, "inflight", strconv.Itoa(killHold), "visibility", "3"),
+		testenv.WithParams(base, "inflight", "64", "visibility", "30"),
 		"redelivered after the visibility timeout (3s)")
 }

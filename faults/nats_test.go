@@ -96,7 +96,7 @@ func natsJS(t *testing.T, server string) jetstream.JetStream {
 func TestRestartNATS(t *testing.T) {
 	srv := startNATSPrivate(t)
 	base := srv.url()
-	restartScenario(t, "nats", base, withParams(t, base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
+	restartScenario(t, "nats", base, testenv.WithParams(base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
 		srv.stop()
 		time.Sleep(time.Second) // an outage the clients notice
 		srv.start()
@@ -109,8 +109,8 @@ func TestKillNATS(t *testing.T) {
 	opts := []string{"group", group, "ack_wait", "2s"}
 	withNATSCleanup(t, base, "faults-kill")
 	killScenario(t, "nats", base,
-		withParams(t, base, append(opts, "inflight", strconv.Itoa(killHold))...),
-		withParams(t, base, append(opts, "inflight", "64")...),
+		testenv.WithParams(base, append(opts, "inflight", strconv.Itoa(killHold))...),
+		testenv.WithParams(base, append(opts, "inflight", "64")...),
 		"redelivered by the server after ack_wait=2s")
 }
 
@@ -118,7 +118,7 @@ func TestBacklogNATS(t *testing.T) {
 	base := testenv.NATS(t)
 	withNATSCleanup(t, base, "faults-backlog")
 	backlogScenario(t, "nats", base, func(g string, inflight int) string {
-		return withParams(t, base, "group", g, "inflight", strconv.Itoa(inflight))
+		return testenv.WithParams(base, "group", g, "inflight", strconv.Itoa(inflight))
 	}, "")
 }
 
@@ -207,7 +207,7 @@ func TestHostileNATS(t *testing.T) {
 	js := natsJS(t, base)
 	withNATSCleanup(t, base, "faults-hostile")
 	r := rand.New(rand.NewPCG(7, 8))
-	hostileScenario(t, "nats", base, withParams(t, base, "group", unique("g")), func(topic string) []string {
+	hostileScenario(t, "nats", base, testenv.WithParams(base, "group", unique("g")), func(topic string) []string {
 		var keys []string
 		for i := 0; i < hostileTotal; i++ {
 			body := hostileBody(r, i)

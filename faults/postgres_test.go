@@ -52,7 +52,7 @@ func pgSchema(t *testing.T) string {
 // pgURL is the test server with a fresh schema (see pgSchema).
 func pgURL(t *testing.T) string {
 	t.Helper()
-	return withParams(t, testenv.Postgres(t), "schema", pgSchema(t))
+	return testenv.WithParams(testenv.Postgres(t), "schema", pgSchema(t))
 }
 
 // pgUp tells whether the test server accepts queries.
@@ -73,8 +73,8 @@ func TestKillPostgres(t *testing.T) {
 	base := pgURL(t)
 	group := unique("g")
 	killScenario(t, "postgres", base,
-		withParams(t, base, "group", group, "inflight", strconv.Itoa(killHold), "lease", "2s"),
-		withParams(t, base, "group", group, "inflight", "64", "poll", "250ms"),
+		testenv.WithParams(base, "group", group, "inflight", strconv.Itoa(killHold), "lease", "2s"),
+		testenv.WithParams(base, "group", group, "inflight", "64", "poll", "250ms"),
 		"rows claimed again after the child's lease=2s ran out")
 }
 
@@ -88,7 +88,7 @@ func TestRestartPostgres(t *testing.T) {
 	if why := local.CanRestart(t); why != "" {
 		t.Skip("SKIP: cannot restart PostgreSQL: " + why)
 	}
-	restartScenario(t, "postgres", base, withParams(t, base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
+	restartScenario(t, "postgres", base, testenv.WithParams(base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
 		local.Restart(t)
 		if !pgUp() {
 			t.Fatal("PostgreSQL does not accept queries after the restart")
@@ -99,7 +99,7 @@ func TestRestartPostgres(t *testing.T) {
 func TestBacklogPostgres(t *testing.T) {
 	base := pgURL(t)
 	backlogScenario(t, "postgres", base, func(g string, inflight int) string {
-		return withParams(t, base, "group", g, "inflight", strconv.Itoa(inflight))
+		return testenv.WithParams(base, "group", g, "inflight", strconv.Itoa(inflight))
 	}, "")
 }
 
@@ -171,10 +171,10 @@ func TestOutboxKillPostgres(t *testing.T) {
 	start := time.Now()
 	schema := pgSchema(t)
 	plain := testenv.Postgres(t)
-	base := withParams(t, plain, "schema", schema)
+	base := testenv.WithParams(plain, "schema", schema)
 	topic := unique("faults-outbox")
 	l := newLedger()
-	sub := openSub(t, withParams(t, base, "group", unique("g"), "inflight", "64", "poll", "250ms"))
+	sub := openSub(t, testenv.WithParams(base, "group", unique("g"), "inflight", "64", "poll", "250ms"))
 	provision(t, sub, topic) // creates relay's tables and the group
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -195,7 +195,7 @@ func TestOutboxKillPostgres(t *testing.T) {
 
 	app := unique("relay-faults-outbox")
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"=outbox", "RELAY_FAULTS_URL="+withParams(t, plain, "application_name", app),
+	cmd.Env = append(os.Environ(), childEnv+"=outbox", "RELAY_FAULTS_URL="+testenv.WithParams(plain, "application_name", app),
 		"RELAY_FAULTS_SCHEMA="+schema, "RELAY_FAULTS_TOPIC="+topic)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

@@ -80,7 +80,7 @@ func TestRestartRedis(t *testing.T) {
 	if testenv.URL("RELAY_TEST_REDIS_URL", "") != "" {
 		t.Skip("SKIP: RELAY_TEST_REDIS_URL names an external server; only the local one is restarted")
 	}
-	restartScenario(t, "redisstream", base, withParams(t, base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
+	restartScenario(t, "redisstream", base, testenv.WithParams(base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
 		unlock := testenv.LockForRestart(t, "redis")
 		defer unlock()
 		opts, _ := redis.ParseURL(base)
@@ -150,7 +150,7 @@ func TestRestartRabbitMQ(t *testing.T) {
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		t.Skip("SKIP: rabbitmqctl not installed")
 	}
-	restartScenario(t, "amqp", base, withParams(t, base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
+	restartScenario(t, "amqp", base, testenv.WithParams(base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
 		unlock := testenv.LockForRestart(t, "amqp")
 		defer unlock()
 		run := func(args ...string) {
@@ -184,7 +184,7 @@ func TestRestartKafka(t *testing.T) {
 	}
 	t.Cleanup(func() { mu.Lock(); c.Close(); mu.Unlock() })
 	base := "kafka://127.0.0.1:" + strconv.Itoa(port)
-	restartScenario(t, "kafka (kfake)", base, withParams(t, base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
+	restartScenario(t, "kafka (kfake)", base, testenv.WithParams(base, "group", unique("g"), "inflight", "64"), func(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		c.Close()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 	"github.com/go-relay/relay/middleware"
 	"github.com/go-relay/relay/router"
 )
@@ -145,10 +146,10 @@ func TestRouterMemory(t *testing.T) {
 
 func TestRouterRedis(t *testing.T) {
 	base := redisURL(t)
-	routerScenario(t, "redisstream", base, func(g string) string { return withParams(t, base, "group", g) })
+	routerScenario(t, "redisstream", base, func(g string) string { return testenv.WithParams(base, "group", g) })
 }
 
 func TestRouterRabbitMQ(t *testing.T) {
 	base := amqpURL(t)
-	routerScenario(t, "amqp", base, func(g string) string { return withParams(t, base, "group", g) })
+	routerScenario(t, "amqp", base, func(g string) string { return testenv.WithParams(base, "group", g) })
 }

@@ -18,8 +18,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
 	base := brokerURL(t)
-	pubURL := withParams(t, base, kv...)
-	subURL := func(group string) string { return withParams(t, base, append([]string{"group", group}, kv...)...) }
+	pubURL := testenv.WithParams(base, kv...)
+	subURL := func(group string) string { return testenv.WithParams(base, append([]string{"group", group}, kv...)...) }
 	return adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), pubURL)
@@ -36,7 +36,7 @@ func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
 			return &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
 		},
 		NewSubscriberWith: func(t testing.TB, group string, o adaptertest.SubscriberOptions) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), withParams(t, subURL(group), "inflight", strconv.Itoa(o.InFlight)))
+			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(subURL(group), "inflight", strconv.Itoa(o.InFlight)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestConformance(t *testing.T) {
 		proxied, p := testenv.ProxyURL(t, brokerURL(t))
 		return adaptertest.HungBroker{
 			PublisherURL:  proxied,
-			SubscriberURL: func(group string) string { return withParams(t, proxied, "group", group) },
+			SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
 			Hang:          p.Hang,
 		}
 	}

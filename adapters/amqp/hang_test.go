@@ -31,7 +31,7 @@ func throughProxy(t *testing.T, kv ...string) (string, *testenv.FaultProxy) {
 	u.Host = fp.Addr()
 	// Redial quickly once the proxy is restored.
 	kv = append([]string{"connect_timeout", "2s", "reconnect_max", "500ms"}, kv...)
-	return withParams(t, u.String(), kv...), fp
+	return testenv.WithParams(u.String(), kv...), fp
 }
 
 // within runs f and fails the test if it does not return within hangGuard.
@@ -265,7 +265,7 @@ func TestStalledBrokerPublishWrite(t *testing.T) {
 	}
 	p := newStallProxy(t, u.Host)
 	u.Host = p.ln.Addr().String()
-	pub := openPubCfg(t, parse(t, withParams(t, u.String(), "heartbeat", "60s", "publish_channels", "1")))
+	pub := openPubCfg(t, parse(t, testenv.WithParams(u.String(), "heartbeat", "60s", "publish_channels", "1")))
 	relaytest.Publish(t, pub, topic, relay.NewMessage([]byte("before")))
 
 	p.stall()

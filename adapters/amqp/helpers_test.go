@@ -22,21 +22,6 @@ func brokerURL(t testing.TB) string {
 	return testenv.AMQP(t)
 }
 
-// withParams returns base with the query parameters kv added.
-func withParams(t testing.TB, base string, kv ...string) string {
-	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Add(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 func unique(prefix string) string { return prefix + "-" + relay.NewID()[24:] }
 
 // cleaner deletes the exchanges and queues a test created, so that the
@@ -125,7 +110,7 @@ func parse(t testing.TB, raw string) amqp.Config {
 
 func openPub(t testing.TB, kv ...string) *amqp.Publisher {
 	t.Helper()
-	return openPubCfg(t, parse(t, withParams(t, brokerURL(t), kv...)))
+	return openPubCfg(t, parse(t, testenv.WithParams(brokerURL(t), kv...)))
 }
 
 func openPubCfg(t testing.TB, cfg amqp.Config) *amqp.Publisher {
@@ -142,7 +127,7 @@ func openPubCfg(t testing.TB, cfg amqp.Config) *amqp.Publisher {
 
 func openSub(t testing.TB, c *cleaner, group string, kv ...string) *trackedSub {
 	t.Helper()
-	return openSubCfg(t, c, parse(t, withParams(t, brokerURL(t), append([]string{"group", group}, kv...)...)))
+	return openSubCfg(t, c, parse(t, testenv.WithParams(brokerURL(t), append([]string{"group", group}, kv...)...)))
 }
 
 func openSubCfg(t testing.TB, c *cleaner, cfg amqp.Config) *trackedSub {

@@ -91,12 +91,12 @@ func TestAMQPS(t *testing.T) {
 	topic, group := unique("tls"), unique("g")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pub, err := relay.OpenPublisher(ctx, withParams(t, tlsURL, "tls_ca", ca, "tls_server_name", "broker.test"))
+	pub, err := relay.OpenPublisher(ctx, testenv.WithParams(tlsURL, "tls_ca", ca, "tls_server_name", "broker.test"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	s, err := relay.OpenSubscriber(ctx, withParams(t, tlsURL, "group", group, "tls_ca", ca, "tls_server_name", "broker.test"))
+	s, err := relay.OpenSubscriber(ctx, testenv.WithParams(tlsURL, "group", group, "tls_ca", ca, "tls_server_name", "broker.test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +113,12 @@ func TestAMQPS(t *testing.T) {
 	}
 
 	// Without the CA the handshake fails, within the ctx, saying why.
-	_, err = relay.OpenPublisher(ctx, withParams(t, tlsURL, "tls_server_name", "broker.test"))
+	_, err = relay.OpenPublisher(ctx, testenv.WithParams(tlsURL, "tls_server_name", "broker.test"))
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("amqps without the CA = %v, want a certificate error", err)
 	}
 	// TLS options on amqp:// are a configuration error.
-	if _, err := relay.OpenPublisher(ctx, withParams(t, brokerURL(t), "tls_ca", ca)); err == nil {
+	if _, err := relay.OpenPublisher(ctx, testenv.WithParams(brokerURL(t), "tls_ca", ca)); err == nil {
 		t.Errorf("tls_ca on amqp:// accepted")
 	}
 }

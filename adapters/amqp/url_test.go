@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 	"github.com/go-relay/relay/internal/urlopt/urlopttest"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestURLBothSides(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	urlopttest.BothSides(t, ctx, withParams(t, brokerURL(t), "group", "urlsides", "inflight", "8", "queue_type", "classic",
+	urlopttest.BothSides(t, ctx, testenv.WithParams(brokerURL(t), "group", "urlsides", "inflight", "8", "queue_type", "classic",
 		"confirm", "true", "publish_channels", "1", "max_bytes", "4096"))
 }
 

@@ -2,7 +2,6 @@ package redisstream_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -23,21 +22,6 @@ func redisURL(t testing.TB) string {
 // for use while the server is deliberately down.
 func configuredURL() string { return testenv.URL("RELAY_TEST_REDIS_URL", testenv.DefaultRedisURL) }
 
-// withParams returns base with the query parameters kv added.
-func withParams(t testing.TB, base string, kv ...string) string {
-	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 // rawClient is a plain go-redis client on the test server, closed at cleanup.
 func rawClient(t testing.TB) *redis.Client {
 	t.Helper()
@@ -54,7 +38,7 @@ func openPub(t testing.TB, kv ...string) relay.Publisher {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := relay.OpenPublisher(ctx, withParams(t, redisURL(t), kv...))
+	p, err := relay.OpenPublisher(ctx, testenv.WithParams(redisURL(t), kv...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +50,7 @@ func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, withParams(t, redisURL(t), append([]string{"group", group}, kv...)...))
+	s, err := relay.OpenSubscriber(ctx, testenv.WithParams(redisURL(t), append([]string{"group", group}, kv...)...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // provision is relaytest.Provision with this suite's 10s limit.
@@ -143,7 +144,7 @@ func TestKilledSubscriberProcess(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "RELAY_REDIS_CRASH_HELPER=1",
-		"RELAY_REDIS_CRASH_URL="+withParams(t, redisURL(t), "group", group, "consumer", "doomed", "claim_idle", "500ms"),
+		"RELAY_REDIS_CRASH_URL="+testenv.WithParams(redisURL(t), "group", group, "consumer", "doomed", "claim_idle", "500ms"),
 		"RELAY_REDIS_CRASH_TOPIC="+topic)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

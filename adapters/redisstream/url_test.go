@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/internal/testenv"
 	"github.com/go-relay/relay/internal/urlopt/urlopttest"
 )
 
@@ -60,7 +61,7 @@ func TestURLConnectsAndRedacts(t *testing.T) {
 	if strings.Contains(err.Error(), "secret") {
 		t.Errorf("password in error: %v", err)
 	}
-	u := withParams(t, redisURL(t), "group", "g", "consumer", "c", "prefix", "p:", "start", "$", "inflight", "8",
+	u := testenv.WithParams(redisURL(t), "group", "g", "consumer", "c", "prefix", "p:", "start", "$", "inflight", "8",
 		"block", "500ms", "claim_idle", "10s", "claim_every", "1s", "consumer_ttl", "1h", "dial_timeout", "2s", "read_timeout", "2s",
 		"write_timeout", "2s", "pool_size", "4", "client_name", "relay-test")
 	s, err := relay.OpenSubscriber(context.Background(), u)
@@ -68,7 +69,7 @@ func TestURLConnectsAndRedacts(t *testing.T) {
 		t.Fatalf("every subscriber option: %v", err)
 	}
 	_ = s.Close()
-	p, err := relay.OpenPublisher(context.Background(), withParams(t, redisURL(t), "prefix", "p:", "max_bytes", "1024", "maxage", "1h"))
+	p, err := relay.OpenPublisher(context.Background(), testenv.WithParams(redisURL(t), "prefix", "p:", "max_bytes", "1024", "maxage", "1h"))
 	if err != nil {
 		t.Fatalf("every publisher option: %v", err)
 	}
@@ -78,7 +79,7 @@ func TestURLConnectsAndRedacts(t *testing.T) {
 // One URL with both sides' parameters opens a publisher and a subscriber
 // (project rule 3); an unknown parameter fails on both.
 func TestURLBothSides(t *testing.T) {
-	urlopttest.BothSides(t, context.Background(), withParams(t, redisURL(t), "group", "g", "start", "0", "inflight", "8",
+	urlopttest.BothSides(t, context.Background(), testenv.WithParams(redisURL(t), "group", "g", "start", "0", "inflight", "8",
 		"block", "500ms", "claim_idle", "10s", "maxlen", "1000", "max_bytes", "1024", "prefix", "p:"))
 }
 

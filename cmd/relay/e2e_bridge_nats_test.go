@@ -49,7 +49,7 @@ func natsBackend(t *testing.T) backend {
 		}
 	})
 	return backend{name: "nats", pubURL: u, large: 512 << 10,
-		subURL: func(g string) string { return withParams(u, "group", g, "ack_wait", "5s") }}
+		subURL: func(g string) string { return testenv.WithParams(u, "group", g, "ack_wait", "5s") }}
 }
 
 // TestBridgeNATS bridges NATS JetStream to Kafka and Redis Streams to

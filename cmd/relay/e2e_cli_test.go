@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 func TestCLIHelpAndUsageErrors(t *testing.T) {
@@ -74,7 +75,7 @@ func TestCLIPublishConsume(t *testing.T) {
 
 	// --no-ack left them to the group: they come again (attempt 2), and
 	// are acked this time.
-	code, stdout, stderr = runRelay(t, nil, "consume", withParams(b.pubURL, "group", group), topic, "--count", "3", "--timeout", "60s")
+	code, stdout, stderr = runRelay(t, nil, "consume", testenv.WithParams(b.pubURL, "group", group), topic, "--count", "3", "--timeout", "60s")
 	if code != 0 {
 		t.Fatalf("consume again: exit %d: %s", code, stderr)
 	}
@@ -128,7 +129,7 @@ func TestPoisonAndReplay(t *testing.T) {
     from: {url: %q, topic: %s, group: bridge-%s}
     to: {url: %q, topic: %s}
     poison: {topic: %s.poison}
-`, r.pubURL, in, run, withParams(a.pubURL, "max_bytes", "1000"), out, in))
+`, r.pubURL, in, run, testenv.WithParams(a.pubURL, "max_bytes", "1000"), out, in))
 	small, big := relay.NewMessage([]byte("fits")), relay.NewMessage(bytes.Repeat([]byte("B"), 4000))
 	big.Key = "big-key"
 	publish(t, r, in, big, small)

@@ -71,31 +71,18 @@ type backend struct {
 	queueIsGroup bool
 }
 
-func withParams(raw string, kv ...string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		panic(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 func redisBackend(t *testing.T) backend {
 	u := testenv.Redis(t)
 	// A consumer killed with SIGKILL leaves its pending entries to be
 	// claimed by another after claim_idle: keep that short for the tests.
 	return backend{name: "redis", pubURL: u, large: 1 << 20,
-		subURL: func(g string) string { return withParams(u, "group", g, "claim_idle", "3s") }}
+		subURL: func(g string) string { return testenv.WithParams(u, "group", g, "claim_idle", "3s") }}
 }
 
 func amqpBackend(t *testing.T) backend {
 	u := testenv.AMQP(t)
 	return backend{name: "amqp", pubURL: u, large: 1 << 20,
-		subURL: func(g string) string { return withParams(u, "group", g) }}
+		subURL: func(g string) string { return testenv.WithParams(u, "group", g) }}
 }
 
 // kafkaBackend is the cluster named by RELAY_TEST_KAFKA_BROKERS or an
@@ -114,12 +101,12 @@ func kafkaBackend(t *testing.T) backend {
 	}
 	base := "kafka://" + brokers[0]
 	for _, b := range brokers[1:] {
-		base = withParams(base, "seed", b)
+		base = testenv.WithParams(base, "seed", b)
 	}
-	pub := withParams(base, "metadata_min_age", "100ms")
+	pub := testenv.WithParams(base, "metadata_min_age", "100ms")
 	return backend{name: "kafka", pubURL: pub, large: 512 << 10,
 		subURL: func(g string) string {
-			return withParams(pub, "group", g, "heartbeat_interval", "100ms", "session_timeout", "6s", "fetch_max_wait", "100ms")
+			return testenv.WithParams(pub, "group", g, "heartbeat_interval", "100ms", "session_timeout", "6s", "fetch_max_wait", "100ms")
 		}}
 }
 
@@ -153,7 +140,7 @@ func awsURL(t *testing.T, scheme string) string {
 // awsSub adds the subscriber options the tests want: short long-polls and
 // a short visibility, so that messages of a killed bridge come back soon.
 func awsSub(raw string, kv ...string) string {
-	return withParams(raw, append([]string{"wait", "1", "visibility", "6", "extend_every", "2"}, kv...)...)
+	return testenv.WithParams(raw, append([]string{"wait", "1", "visibility", "6", "extend_every", "2"}, kv...)...)
 }
 
 // sqsBackend is plain SQS: the topic is a queue, which is the group.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // TestBridgeSurvivesSIGKILL kills the bridge with SIGKILL in the middle of
@@ -31,7 +32,7 @@ func TestBridgeSurvivesSIGKILL(t *testing.T) {
 			run := id()
 			in, out, group := "e2e-kill-in-"+run, "e2e-kill-out-"+run, "bridge-"+run
 			from := from
-			src := withParams(from.subURL(group), "inflight", strconv.Itoa(inflight))
+			src := testenv.WithParams(from.subURL(group), "inflight", strconv.Itoa(inflight))
 			cfg := fmt.Sprintf(`routes:
   - name: kill
     from: {url: %q, topic: %s}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // TestMemRefusedOutsideBench: mem:// lives inside one process, so the
@@ -82,11 +83,11 @@ func TestCLISizeLimitSaysWhatWasMeasured(t *testing.T) {
 	r := redisBackend(t)
 	topic := "e2e-size-" + id()
 	payload := strings.Repeat("p", 20)
-	code, _, stderr := runRelay(t, nil, "publish", withParams(r.pubURL, "max_bytes", "10"), topic, "--data", payload, "--id", "m-1")
+	code, _, stderr := runRelay(t, nil, "publish", testenv.WithParams(r.pubURL, "max_bytes", "10"), topic, "--data", payload, "--id", "m-1")
 	if code != 1 || !strings.Contains(stderr, "relay: message m-1: payload is 20 bytes; limit 10") {
 		t.Errorf("payload over the limit: exit %d, stderr:\n%s", code, stderr)
 	}
-	code, _, stderr = runRelay(t, nil, "publish", withParams(r.pubURL, "max_bytes", "40"), topic, "--data", payload, "--id", "m-2", "--key", "customer-1", "--header", "type=order-placed")
+	code, _, stderr = runRelay(t, nil, "publish", testenv.WithParams(r.pubURL, "max_bytes", "40"), topic, "--data", payload, "--id", "m-2", "--key", "customer-1", "--header", "type=order-placed")
 	if code != 1 || !regexpMatch(`relay: message m-2: message is \d+ bytes encoded: payload 20, plus ID, key and metadata; limit 40`, stderr) {
 		t.Errorf("message over the limit: exit %d, stderr:\n%s", code, stderr)
 	}
