@@ -17,8 +17,9 @@ func TestWithParams(t *testing.T) {
 			t.Errorf("WithParams(%q, %q) = %q, want %q", c.base, c.kv, got, c.want)
 		}
 	}
+	odd := []string{"group", "g", "inflight"}
 	for _, bad := range []func(){
-		func() { WithParams("redis://h", "group") },
+		func() { WithParams("redis://h", odd...) },
 		func() { WithParams("redis://h:99999999999/%zz") },
 	} {
 		func() {
