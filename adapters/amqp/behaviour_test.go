@@ -42,7 +42,7 @@ func TestUnroutable(t *testing.T) {
 	// The text names the provisioning command and each message ID once
 	// (the PublishError names it; the UnroutableError does not repeat it).
 	want := fmt.Sprintf("relay: 2 message(s) not published; %[1]s: %[3]s; %[2]s: %[3]s", a.ID, b.ID,
-		fmt.Sprintf("amqp: message unroutable: no queue is bound to exchange %q for routing key %q (broker reply 312 NO_ROUTE); provision a group first with `relay provision URL %s --group GROUP` (or Subscriber.Provision), or check the binding keys", topic, "", topic))
+		fmt.Sprintf("relay/amqp: message unroutable: no queue is bound to exchange %q for routing key %q (broker reply 312 NO_ROUTE); provision a group first with `relay provision URL %s --group GROUP` (or Subscriber.Provision), or check the binding keys", topic, "", topic))
 	if err.Error() != want {
 		t.Errorf("error text\n%s\nwant\n%s", err, want)
 	}

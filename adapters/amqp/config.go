@@ -384,7 +384,7 @@ func (c *Config) tlsConfig(host string) (*tls.Config, error) {
 	}
 	t, err := c.tlsFiles().Config(host)
 	if err != nil {
-		return nil, fmt.Errorf("amqp: %w", err)
+		return nil, fmt.Errorf("relay/amqp: %w", err)
 	}
 	return t, nil
 }

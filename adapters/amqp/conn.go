@@ -72,7 +72,7 @@ type supervisor struct {
 }
 
 // errConnClosed is returned by get after close.
-var errConnClosed = fmt.Errorf("amqp: connection closed: %w", relay.ErrClosed)
+var errConnClosed = fmt.Errorf("relay/amqp: connection closed: %w", relay.ErrClosed)
 
 // connect dials once, bounded by ctx and cfg.ConnectTimeout, and starts
 // supervising the connection.
@@ -109,7 +109,7 @@ func connect(ctx context.Context, cfg *Config) (*supervisor, error) {
 	conn, err := s.dial(ctx)
 	if err != nil {
 		s.cancel()
-		return nil, fmt.Errorf("amqp: connecting to %s: %w", relay.Redact(cfg.URL), err)
+		return nil, fmt.Errorf("relay/amqp: connecting to %s: %w", relay.Redact(cfg.URL), err)
 	}
 	s.install(conn)
 	go s.run(conn)
@@ -251,7 +251,7 @@ func (s *supervisor) get(ctx context.Context) (*amqp091.Connection, uint64, erro
 		case <-s.closing:
 			return nil, 0, errConnClosed
 		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("amqp: waiting for the connection: %w", ctx.Err())
+			return nil, 0, fmt.Errorf("relay/amqp: waiting for the connection: %w", ctx.Err())
 		}
 	}
 }
@@ -286,7 +286,7 @@ func (s *supervisor) openChannel(ctx context.Context) (*amqp091.Channel, *amqp09
 func (s *supervisor) channelOn(ctx context.Context, conn *amqp091.Connection) (*amqp091.Channel, error) {
 	ch, err := bounded(ctx, s, conn, conn.Channel, func(ch *amqp091.Channel) { _ = ch.Close() })
 	if err != nil {
-		return nil, fmt.Errorf("amqp: opening a channel: %w", err)
+		return nil, fmt.Errorf("relay/amqp: opening a channel: %w", err)
 	}
 	return ch, nil
 }
@@ -428,7 +428,7 @@ func (s *supervisor) health() error {
 	case StateClosed:
 		return relay.ErrClosed
 	default:
-		return fmt.Errorf("amqp: connection to %s is %s", relay.Redact(s.cfg.URL), st)
+		return fmt.Errorf("relay/amqp: connection to %s is %s", relay.Redact(s.cfg.URL), st)
 	}
 }
 
@@ -469,7 +469,7 @@ func (s *supervisor) waitUnblocked(ctx context.Context) error {
 	case <-c:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("amqp: the broker blocked publishing (resource alarm): %w", ctx.Err())
+		return fmt.Errorf("relay/amqp: the broker blocked publishing (resource alarm): %w", ctx.Err())
 	case <-s.closing:
 		return errConnClosed
 	}

@@ -41,6 +41,6 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	case isNotFound(err):
 		return 0, nil
 	default:
-		return 0, fmt.Errorf("amqp: reading the message count of queue %q: %w", q, err)
+		return 0, fmt.Errorf("relay/amqp: reading the message count of queue %q: %w", q, err)
 	}
 }

@@ -28,7 +28,7 @@ const confirmWindow = 1024
 // them continuously, so this only absorbs bursts.
 const notifyBuffer = 512
 
-var errChannelGone = errors.New("amqp: channel closed before the broker confirmed")
+var errChannelGone = errors.New("relay/amqp: channel closed before the broker confirmed")
 
 type pubChan struct {
 	sup       *supervisor
@@ -112,7 +112,7 @@ func openPubChan(ctx context.Context, sup *supervisor, confirm, mandatory bool) 
 	}
 	if err := sup.rpc(ctx, conn, func() error { return ch.Confirm(false) }); err != nil {
 		_ = ch.Close()
-		return nil, fmt.Errorf("amqp: enabling publisher confirms: %w", err)
+		return nil, fmt.Errorf("relay/amqp: enabling publisher confirms: %w", err)
 	}
 	confirms := ch.NotifyPublish(make(chan amqp091.Confirmation, notifyBuffer))
 	var returns chan amqp091.Return

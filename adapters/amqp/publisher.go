@@ -245,7 +245,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 				if notConfirmed == nil {
 					notConfirmed = res.waitErr
 					if notConfirmed == nil {
-						notConfirmed = fmt.Errorf("amqp: not confirmed: %w", ctxErr(ctx))
+						notConfirmed = fmt.Errorf("relay/amqp: not confirmed: %w", ctxErr(ctx))
 					}
 				}
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: notConfirmed})
@@ -263,7 +263,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		if isPermanent(lastErr) || isNotFound(lastErr) {
 			if refusals++; refusals > maxRefusals || isPermanent(lastErr) {
-				return giveUp(fmt.Errorf("amqp: publishing to exchange %q: %w", ex, lastErr))
+				return giveUp(fmt.Errorf("relay/amqp: publishing to exchange %q: %w", ex, lastErr))
 			}
 		}
 	}

@@ -247,14 +247,14 @@ func (r *receiver) setup(ctx context.Context) error {
 		return fail(err)
 	}
 	if err := sup.rpc(ctx, conn, func() error { return ch.Qos(r.d.cfg.InFlight, 0, false) }); err != nil {
-		return fail(fmt.Errorf("amqp: setting prefetch: %w", err))
+		return fail(fmt.Errorf("relay/amqp: setting prefetch: %w", err))
 	}
 	tag := "relay-" + relay.NewID()
 	dels, err := bounded(ctx, sup, conn, func() (<-chan amqp091.Delivery, error) {
 		return ch.Consume(r.queue, tag, false, false, false, false, nil)
 	}, nil)
 	if err != nil {
-		return fail(fmt.Errorf("amqp: consuming queue %q: %w", r.queue, err))
+		return fail(fmt.Errorf("relay/amqp: consuming queue %q: %w", r.queue, err))
 	}
 	r.mu.Lock()
 	r.ch = ch
@@ -280,7 +280,7 @@ func (r *receiver) lost(gen uint64) {
 	r.d.closeChannel(ch)
 }
 
-var errConsumerGone = errors.New("amqp: consumer channel closed; subscribing again")
+var errConsumerGone = errors.New("relay/amqp: consumer channel closed; subscribing again")
 
 // Receive implements driver.Receiver.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
@@ -463,7 +463,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 	// and nacks that follow on the channel, and a broker that stopped
 	// answering does not hold Release up.
 	if err := ch.Cancel(tag, true); err != nil {
-		return fmt.Errorf("amqp: cancelling the consumer: %w", err)
+		return fmt.Errorf("relay/amqp: cancelling the consumer: %w", err)
 	}
 	ops := make(map[uint64]settleOp, len(handles))
 	var repub []repubItem

@@ -108,9 +108,9 @@ func (n names) validateSubscribe(topic string) error {
 func declareExchange(ch *amqp091.Channel, name, kind string) error {
 	if err := ch.ExchangeDeclare(name, kind, true, false, false, false, nil); err != nil {
 		if isPermanent(err) {
-			return fmt.Errorf("amqp: declaring exchange %q as durable %s (does it exist with another kind or durability?): %w", name, kind, err)
+			return fmt.Errorf("relay/amqp: declaring exchange %q as durable %s (does it exist with another kind or durability?): %w", name, kind, err)
 		}
-		return fmt.Errorf("amqp: declaring exchange %q: %w", name, err)
+		return fmt.Errorf("relay/amqp: declaring exchange %q: %w", name, err)
 	}
 	return nil
 }
@@ -142,13 +142,13 @@ func (d *subDriver) declareGroup(ch *amqp091.Channel, topic string) error {
 	}
 	if _, err := ch.QueueDeclare(q, true, false, false, false, d.queueArgs()); err != nil {
 		if isPermanent(err) {
-			return fmt.Errorf("amqp: declaring queue %q (does it exist with another queue_type, dead_letter_exchange or delivery_limit?): %w", q, err)
+			return fmt.Errorf("relay/amqp: declaring queue %q (does it exist with another queue_type, dead_letter_exchange or delivery_limit?): %w", q, err)
 		}
-		return fmt.Errorf("amqp: declaring queue %q: %w", q, err)
+		return fmt.Errorf("relay/amqp: declaring queue %q: %w", q, err)
 	}
 	for _, key := range d.cfg.bindingKeys() {
 		if err := ch.QueueBind(q, key, ex, false, nil); err != nil {
-			return fmt.Errorf("amqp: binding queue %q to exchange %q with key %q: %w", q, ex, key, err)
+			return fmt.Errorf("relay/amqp: binding queue %q to exchange %q with key %q: %w", q, ex, key, err)
 		}
 	}
 	return nil
@@ -162,7 +162,7 @@ func declareDelayQueue(ch *amqp091.Channel, queue string, k int) (string, error)
 		"x-dead-letter-routing-key": queue,
 	})
 	if err != nil {
-		return "", fmt.Errorf("amqp: declaring delay queue %q: %w", name, err)
+		return "", fmt.Errorf("relay/amqp: declaring delay queue %q: %w", name, err)
 	}
 	return name, nil
 }
@@ -194,7 +194,7 @@ func (d *subDriver) ensureDLX(ctx context.Context, conn *amqp091.Connection, gen
 	} else {
 		if !isNotFound(err) {
 			d.closeChannel(ch)
-			return fmt.Errorf("amqp: checking dead_letter_exchange %q: %w", dlx, err)
+			return fmt.Errorf("relay/amqp: checking dead_letter_exchange %q: %w", dlx, err)
 		}
 		if ch, err = d.sup.channelOn(ctx, conn); err != nil {
 			return err

@@ -358,7 +358,7 @@ func (c SubscriberConfig) Validate() error { return join(c.problems()) }
 func join(ps []problem) error {
 	errs := make([]error, len(ps))
 	for i, p := range ps {
-		errs[i] = fmt.Errorf("kafka: %s: %s", p.param, p.reason)
+		errs[i] = fmt.Errorf("relay/kafka: %s: %s", p.param, p.reason)
 	}
 	return errors.Join(errs...)
 }
@@ -404,7 +404,7 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 	}
 	tc, err := c.tlsFiles().Config("")
 	if err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
+		return nil, fmt.Errorf("relay/kafka: %w", err)
 	}
 	return tc, nil
 }

@@ -92,7 +92,7 @@ func newMember(d *subDriver, first *receiver) (*member, error) {
 	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
 	if err != nil {
 		kill()
-		return nil, fmt.Errorf("kafka: %w", err)
+		return nil, fmt.Errorf("relay/kafka: %w", err)
 	}
 	m.cl, m.kill = cl, kill
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,7 +151,7 @@ func (m *member) close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
 	if err := m.cl.LeaveGroupContext(ctx); err != nil && !isCtxErr(err) {
-		m.log.Warn("kafka: leaving the group", "err", err)
+		m.log.Warn("relay/kafka: leaving the group", "err", err)
 	}
 	m.cl.Close()
 }
@@ -222,7 +222,7 @@ func (m *member) full(now time.Time) bool {
 	m.mu.Unlock()
 	if len(pause) > 0 {
 		m.cl.PauseFetchTopics(pause...)
-		m.log.Debug("kafka: pausing topics whose subscriptions fall behind", "topics", pause)
+		m.log.Debug("relay/kafka: pausing topics whose subscriptions fall behind", "topics", pause)
 	}
 	return blocked
 }
@@ -239,11 +239,11 @@ func (m *member) dispatch(fs kgo.Fetches) {
 			return
 		}
 		if errors.Is(err, kgo.ErrClientClosed) {
-			err = fmt.Errorf("kafka: %w: %w", relay.ErrClosed, err)
+			err = fmt.Errorf("relay/kafka: %w: %w", relay.ErrClosed, err)
 		} else if t == "" {
-			err = fmt.Errorf("kafka: consuming for group %q: %w", m.d.cfg.Group, err)
+			err = fmt.Errorf("relay/kafka: consuming for group %q: %w", m.d.cfg.Group, err)
 		} else {
-			err = fmt.Errorf("kafka: fetching %s[%d]: %w", t, p, err)
+			err = fmt.Errorf("relay/kafka: fetching %s[%d]: %w", t, p, err)
 		}
 		if r := m.receiver(t); r != nil {
 			r.fetchError(err)

@@ -67,5 +67,5 @@ func (h *health) err() error {
 	if last == nil {
 		return nil
 	}
-	return fmt.Errorf("kafka: no broker reachable: %w", last)
+	return fmt.Errorf("relay/kafka: no broker reachable: %w", last)
 }

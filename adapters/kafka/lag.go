@@ -37,14 +37,14 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("kafka: listing the end offsets of %q: %w", topic, err)
+		return 0, fmt.Errorf("relay/kafka: listing the end offsets of %q: %w", topic, err)
 	}
 	starts, err := d.listOffsets(ctx, topic, d.adm.ListStartOffsets)
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return 0, nil // deleted between the two requests
 	}
 	if err != nil {
-		return 0, fmt.Errorf("kafka: listing the start offsets of %q: %w", topic, err)
+		return 0, fmt.Errorf("relay/kafka: listing the start offsets of %q: %w", topic, err)
 	}
 	group := d.cfg.Group
 	fetched, err := d.adm.FetchOffsets(ctx, group)
@@ -64,13 +64,13 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 		}
 	})
 	if err != nil {
-		return 0, fmt.Errorf("kafka: reading the offsets of group %q: %w", group, err)
+		return 0, fmt.Errorf("relay/kafka: reading the offsets of group %q: %w", group, err)
 	}
 	var lag int64
 	for p, end := range ends[topic] {
 		start, ok := starts.Lookup(topic, p)
 		if !ok {
-			return 0, fmt.Errorf("kafka: no start offset listed for partition %d of %q", p, topic)
+			return 0, fmt.Errorf("relay/kafka: no start offset listed for partition %d of %q", p, topic)
 		}
 		pos, ok := committed[p]
 		switch {

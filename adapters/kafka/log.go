@@ -20,5 +20,5 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	} else if level != kgo.LogLevelWarn {
 		return
 	}
-	k.l.Log(context.Background(), lv, "kafka: "+msg, keyvals...)
+	k.l.Log(context.Background(), lv, "relay/kafka: "+msg, keyvals...)
 }

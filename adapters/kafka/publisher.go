@@ -30,11 +30,11 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (relay.Publisher, er
 	opts = append(opts, kgo.WithHooks(h))
 	cl, err := kgo.NewClient(append(opts, cfg.producerOpts()...)...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
+		return nil, fmt.Errorf("relay/kafka: %w", err)
 	}
 	if err := cl.Ping(ctx); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("kafka: connecting to %v: %w", cfg.Brokers, err)
+		return nil, fmt.Errorf("relay/kafka: connecting to %v: %w", cfg.Brokers, err)
 	}
 	d := &pubDriver{
 		cl:     cl,
@@ -135,7 +135,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	for i, m := range msgs {
 		err := b.errs[i]
 		if !b.settled[i] {
-			err = fmt.Errorf("kafka: delivery not confirmed before the context ended (it may still arrive): %w", ctx.Err())
+			err = fmt.Errorf("relay/kafka: delivery not confirmed before the context ended (it may still arrive): %w", ctx.Err())
 		}
 		if err == nil {
 			continue
@@ -162,11 +162,11 @@ func mapProduceError(m *relay.Message, err error) error {
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
 		return &relay.LimitError{MessageID: m.ID, What: "message size", Detail: "rejected by Kafka: " + err.Error()}
 	case errors.Is(err, kgo.ErrClientClosed):
-		return fmt.Errorf("kafka: %w: %w", relay.ErrClosed, err)
+		return fmt.Errorf("relay/kafka: %w: %w", relay.ErrClosed, err)
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("kafka: topic does not exist (create_topics=false?): %w", err)
+		return fmt.Errorf("relay/kafka: topic does not exist (create_topics=false?): %w", err)
 	}
-	return fmt.Errorf("kafka: produce: %w", err)
+	return fmt.Errorf("relay/kafka: produce: %w", err)
 }
 
 func (d *pubDriver) Close() error {

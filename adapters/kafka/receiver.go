@@ -210,7 +210,7 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	r.mu.Unlock()
 	if len(pause) > 0 {
 		r.m.cl.PauseFetchPartitions(map[string][]int32{r.topic: pause})
-		r.log.Warn("kafka: pausing partitions: too many records held behind an unsettled one", "partitions", pause, "max_uncommitted", r.maxUncommitted)
+		r.log.Warn("relay/kafka: pausing partitions: too many records held behind an unsettled one", "partitions", pause, "max_uncommitted", r.maxUncommitted)
 	}
 	if n > 0 {
 		r.signal()
@@ -290,7 +290,7 @@ func (r *receiver) Close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
 	if err := r.commitNow(ctx); err != nil {
-		r.log.Warn("kafka: final commit failed; acked records after the last commit will be delivered again", "err", err)
+		r.log.Warn("relay/kafka: final commit failed; acked records after the last commit will be delivered again", "err", err)
 	}
 	r.mu.Lock()
 	r.closed = true
@@ -334,7 +334,7 @@ func (r *receiver) commitLoop() {
 		err := r.commitNow(ctx)
 		cancel()
 		if err != nil {
-			r.log.Debug("kafka: commit failed; retrying", "err", err)
+			r.log.Debug("relay/kafka: commit failed; retrying", "err", err)
 			retry = time.After(bo.Next())
 			continue
 		}
@@ -379,7 +379,7 @@ func (r *receiver) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset
 				for _, p := range t.Partitions {
 					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
 						if cerr == nil {
-							cerr = fmt.Errorf("kafka: commit of %s[%d]: %w", r.topic, p.Partition, e)
+							cerr = fmt.Errorf("relay/kafka: commit of %s[%d]: %w", r.topic, p.Partition, e)
 						}
 						continue
 					}
@@ -438,7 +438,7 @@ func (r *receiver) drop(parts []int32, commit bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
 	defer cancel()
 	if err := r.commit(ctx, offsets, states); err != nil {
-		r.log.Warn("kafka: commit on revocation failed; acked records after the last commit will be delivered again", "err", err)
+		r.log.Warn("relay/kafka: commit on revocation failed; acked records after the last commit will be delivered again", "err", err)
 	}
 }
 

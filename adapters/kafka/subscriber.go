@@ -37,11 +37,11 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 	opts = append(opts, kgo.WithHooks(h))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
+		return nil, fmt.Errorf("relay/kafka: %w", err)
 	}
 	if err := cl.Ping(ctx); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("kafka: connecting to %v: %w", cfg.Brokers, err)
+		return nil, fmt.Errorf("relay/kafka: connecting to %v: %w", cfg.Brokers, err)
 	}
 	adm := kadm.NewClient(cl)
 	brokers := slices.Clone(cfg.Brokers)
@@ -139,7 +139,7 @@ func (d *subDriver) tryGroupStart(ctx context.Context, topic string) error {
 		fetched, err = nil, nil // some brokers say so for a group with no state
 	}
 	if err != nil {
-		return fmt.Errorf("kafka: reading offsets of group %q: %w", group, err)
+		return fmt.Errorf("relay/kafka: reading offsets of group %q: %w", group, err)
 	}
 	committed := false
 	fetched.Each(func(o kadm.OffsetResponse) {
@@ -155,7 +155,7 @@ func (d *subDriver) tryGroupStart(ctx context.Context, topic string) error {
 		described, err = nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("kafka: describing group %q: %w", group, err)
+		return fmt.Errorf("relay/kafka: describing group %q: %w", group, err)
 	}
 	var via *member
 	if g, ok := described[group]; ok && g.Err == nil && len(g.Members) > 0 {
@@ -165,7 +165,7 @@ func (d *subDriver) tryGroupStart(ctx context.Context, topic string) error {
 	}
 	listed, err := d.listStart(ctx, topic)
 	if err != nil {
-		return fmt.Errorf("kafka: listing offsets of %q: %w", topic, err)
+		return fmt.Errorf("relay/kafka: listing offsets of %q: %w", topic, err)
 	}
 	if via != nil {
 		err = via.commitStart(ctx, topic, listed)
@@ -186,10 +186,10 @@ func (d *subDriver) tryGroupStart(ctx context.Context, topic string) error {
 		}
 	}
 	if movedErr(err) {
-		return fmt.Errorf("kafka: committing the start position of group %q on %q: %w: %w", group, topic, errGroupMoved, err)
+		return fmt.Errorf("relay/kafka: committing the start position of group %q on %q: %w: %w", group, topic, errGroupMoved, err)
 	}
 	if err != nil {
-		return fmt.Errorf("kafka: committing the start position of group %q on %q: %w", group, topic, err)
+		return fmt.Errorf("relay/kafka: committing the start position of group %q on %q: %w", group, topic, err)
 	}
 	return nil
 }

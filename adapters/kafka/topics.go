@@ -71,14 +71,14 @@ func (t *topicMaker) ensure(ctx context.Context, topic string) error {
 func (t *topicMaker) exists(ctx context.Context, topic string) (bool, error) {
 	td, err := t.adm.ListTopics(ctx, topic)
 	if err != nil {
-		return false, fmt.Errorf("kafka: looking up topic %q: %w", topic, err)
+		return false, fmt.Errorf("relay/kafka: looking up topic %q: %w", topic, err)
 	}
 	d, ok := td[topic]
 	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 		return false, nil
 	}
 	if d.Err != nil {
-		return false, fmt.Errorf("kafka: looking up topic %q: %w", topic, d.Err)
+		return false, fmt.Errorf("relay/kafka: looking up topic %q: %w", topic, d.Err)
 	}
 	return true, nil
 }
@@ -93,7 +93,7 @@ func (t *topicMaker) create(ctx context.Context, topic string) error {
 	}
 	_, err = t.adm.CreateTopic(ctx, t.partitions, t.replication, nil, topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("kafka: creating topic %q: %w", topic, err)
+		return fmt.Errorf("relay/kafka: creating topic %q: %w", topic, err)
 	}
 	return nil
 }
@@ -108,7 +108,7 @@ func (t *topicMaker) mustExist(ctx context.Context, topic string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("kafka: topic %q does not exist and create_topics=false: %w", topic, relay.ErrInvalidTopic)
+		return fmt.Errorf("relay/kafka: topic %q does not exist and create_topics=false: %w", topic, relay.ErrInvalidTopic)
 	}
 	return nil
 }

@@ -61,16 +61,16 @@ type PublisherConfig struct {
 func (c *PublisherConfig) Validate() error {
 	var errs []error
 	if c.MaxBytes < 0 || c.MaxBytes > maxBulk {
-		errs = append(errs, fmt.Errorf("redisstream: MaxBytes %d out of range 1..%d", c.MaxBytes, maxBulk))
+		errs = append(errs, fmt.Errorf("relay/redis: MaxBytes %d out of range 1..%d", c.MaxBytes, maxBulk))
 	}
 	if c.MaxLen < 0 {
-		errs = append(errs, fmt.Errorf("redisstream: MaxLen %d is negative", c.MaxLen))
+		errs = append(errs, fmt.Errorf("relay/redis: MaxLen %d is negative", c.MaxLen))
 	}
 	if c.MaxAge < 0 {
-		errs = append(errs, fmt.Errorf("redisstream: MaxAge %v is negative", c.MaxAge))
+		errs = append(errs, fmt.Errorf("relay/redis: MaxAge %v is negative", c.MaxAge))
 	}
 	if c.MaxLen > 0 && c.MaxAge > 0 {
-		errs = append(errs, errors.New("redisstream: MaxLen and MaxAge exclude each other (Redis trims by one criterion)"))
+		errs = append(errs, errors.New("relay/redis: MaxLen and MaxAge exclude each other (Redis trims by one criterion)"))
 	}
 	return errors.Join(errs...)
 }
@@ -137,25 +137,25 @@ func (c *SubscriberConfig) defaults() {
 func (c *SubscriberConfig) Validate() error {
 	var errs []error
 	if c.Group == "" {
-		errs = append(errs, errors.New("redisstream: Group is required: the name of this subscriber's group of competing consumers"))
+		errs = append(errs, errors.New("relay/redis: Group is required: the name of this subscriber's group of competing consumers"))
 	}
 	if c.Consumer == HandbackConsumer {
-		errs = append(errs, fmt.Errorf("redisstream: Consumer %q is reserved", HandbackConsumer))
+		errs = append(errs, fmt.Errorf("relay/redis: Consumer %q is reserved", HandbackConsumer))
 	}
 	if c.Start != "" && c.Start != StartOldest && c.Start != StartNewest {
-		errs = append(errs, fmt.Errorf("redisstream: Start %q is neither %q nor %q", c.Start, StartOldest, StartNewest))
+		errs = append(errs, fmt.Errorf("relay/redis: Start %q is neither %q nor %q", c.Start, StartOldest, StartNewest))
 	}
 	if c.InFlight < 0 {
-		errs = append(errs, fmt.Errorf("redisstream: InFlight %d is negative", c.InFlight))
+		errs = append(errs, fmt.Errorf("relay/redis: InFlight %d is negative", c.InFlight))
 	}
 	if c.Block < 0 {
-		errs = append(errs, fmt.Errorf("redisstream: Block %v is negative", c.Block))
+		errs = append(errs, fmt.Errorf("relay/redis: Block %v is negative", c.Block))
 	}
 	if c.ClaimIdle < 0 || (c.ClaimIdle > 0 && c.ClaimIdle < minClaimIdle) {
-		errs = append(errs, fmt.Errorf("redisstream: ClaimIdle %v is below %v", c.ClaimIdle, minClaimIdle))
+		errs = append(errs, fmt.Errorf("relay/redis: ClaimIdle %v is below %v", c.ClaimIdle, minClaimIdle))
 	}
 	if c.ClaimEvery < 0 {
-		errs = append(errs, fmt.Errorf("redisstream: ClaimEvery %v is negative", c.ClaimEvery))
+		errs = append(errs, fmt.Errorf("relay/redis: ClaimEvery %v is negative", c.ClaimEvery))
 	}
 	return errors.Join(errs...)
 }

@@ -31,7 +31,7 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 		if strings.Contains(err.Error(), "no such key") {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("redisstream: reading the groups of stream %q: %w", key, err)
+		return 0, fmt.Errorf("relay/redis: reading the groups of stream %q: %w", key, err)
 	}
 	for _, g := range groups {
 		f := replyFields(g)
@@ -40,7 +40,7 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 		}
 		pending, ok := f["pending"].(int64)
 		if !ok {
-			return 0, fmt.Errorf("redisstream: XINFO GROUPS of stream %q reports no pending count for group %q", key, d.cfg.Group)
+			return 0, fmt.Errorf("relay/redis: XINFO GROUPS of stream %q reports no pending count for group %q", key, d.cfg.Group)
 		}
 		raw, ok := f["lag"]
 		if !ok {
@@ -48,7 +48,7 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 		}
 		lag, ok := raw.(int64)
 		if !ok || lag < 0 {
-			return 0, fmt.Errorf("redisstream: Redis cannot tell the lag of group %q on stream %q: entries the group has not read yet were deleted or trimmed (it can again once the group has read past them); %d entries are pending", d.cfg.Group, key, pending)
+			return 0, fmt.Errorf("relay/redis: Redis cannot tell the lag of group %q on stream %q: entries the group has not read yet were deleted or trimmed (it can again once the group has read past them); %d entries are pending", d.cfg.Group, key, pending)
 		}
 		return lag + pending, nil
 	}
@@ -57,7 +57,7 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	}
 	n, err := d.c.XLen(ctx, key).Result()
 	if err != nil {
-		return 0, fmt.Errorf("redisstream: reading the length of stream %q: %w", key, err)
+		return 0, fmt.Errorf("relay/redis: reading the length of stream %q: %w", key, err)
 	}
 	return n, nil
 }

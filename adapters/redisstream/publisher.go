@@ -72,7 +72,7 @@ type pubDriver struct {
 // connection error the latest publish attempt met, or nil.
 func (d *pubDriver) Health() error {
 	if p := d.unhealthy.Load(); p != nil {
-		return fmt.Errorf("redisstream: %w", *p)
+		return fmt.Errorf("relay/redis: %w", *p)
 	}
 	return nil
 }
@@ -141,7 +141,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			continue
 		}
 		for _, m := range retry {
-			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("redisstream: %w (last error: %v)", ctx.Err(), lastErr)})
+			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("relay/redis: %w (last error: %v)", ctx.Err(), lastErr)})
 		}
 		break
 	}
@@ -156,9 +156,9 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 
 func publishErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("redisstream: %w: %v", cerr, err)
+		return fmt.Errorf("relay/redis: %w: %v", cerr, err)
 	}
-	return fmt.Errorf("redisstream: XADD: %w", err)
+	return fmt.Errorf("relay/redis: XADD: %w", err)
 }
 
 func allSame(f []relay.MessageFailure) bool {

@@ -553,7 +553,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	}
 	for _, c := range append(cmds, ack) {
 		if c != nil && c.Err() != nil && !noGroup(c.Err()) {
-			return fmt.Errorf("redisstream: settling: %w", c.Err())
+			return fmt.Errorf("relay/redis: settling: %w", c.Err())
 		}
 	}
 	return nil
@@ -663,7 +663,7 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 	}
 	err := r.c.XClaimJustID(ctx, &redis.XClaimArgs{Stream: r.key, Group: r.group, Consumer: r.consumer, Messages: ids}).Err()
 	if err != nil && !noGroup(err) {
-		return fmt.Errorf("redisstream: extending leases: %w", err)
+		return fmt.Errorf("relay/redis: extending leases: %w", err)
 	}
 	return nil
 }
@@ -693,7 +693,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 		return nil
 	})
 	if err := back.Err(); err != nil && !noGroup(err) {
-		return fmt.Errorf("redisstream: releasing: %w", err)
+		return fmt.Errorf("relay/redis: releasing: %w", err)
 	}
 	return nil
 }

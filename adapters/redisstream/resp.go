@@ -23,7 +23,7 @@ func (e replyError) Error() string { return string(e) }
 // RedisError marks it as a server reply, as go-redis's own errors are.
 func (e replyError) RedisError() {}
 
-var errShortReply = errors.New("redisstream: truncated reply from the server")
+var errShortReply = errors.New("relay/redis: truncated reply from the server")
 
 // streamEntry is one parsed stream entry.
 type streamEntry struct {
@@ -101,11 +101,11 @@ func (p *respParser) aggregate(maps bool) (int, error) {
 	switch typ {
 	case '*', '%', '~':
 		if typ == '%' && !maps {
-			return 0, fmt.Errorf("redisstream: unexpected map in the server's reply")
+			return 0, fmt.Errorf("relay/redis: unexpected map in the server's reply")
 		}
 		n, ok := num(rest)
 		if !ok {
-			return 0, fmt.Errorf("redisstream: bad length %q in the server's reply", rest)
+			return 0, fmt.Errorf("relay/redis: bad length %q in the server's reply", rest)
 		}
 		if typ == '%' && n > 0 {
 			n *= 2
@@ -116,7 +116,7 @@ func (p *respParser) aggregate(maps bool) (int, error) {
 	case '-', '!':
 		return 0, errorReply(typ, rest, p)
 	}
-	return 0, fmt.Errorf("redisstream: unexpected reply type %q from the server", typ)
+	return 0, fmt.Errorf("relay/redis: unexpected reply type %q from the server", typ)
 }
 
 // str reads a bulk or simple string; it aliases p's buffer.
@@ -129,7 +129,7 @@ func (p *respParser) str() ([]byte, error) {
 	case '$':
 		n, ok := num(rest)
 		if !ok || n < -1 {
-			return nil, fmt.Errorf("redisstream: bad length %q in the server's reply", rest)
+			return nil, fmt.Errorf("relay/redis: bad length %q in the server's reply", rest)
 		}
 		if n == -1 {
 			return nil, nil
@@ -147,7 +147,7 @@ func (p *respParser) str() ([]byte, error) {
 	case '-', '!':
 		return nil, errorReply(typ, rest, p)
 	}
-	return nil, fmt.Errorf("redisstream: unexpected reply type %q from the server", typ)
+	return nil, fmt.Errorf("relay/redis: unexpected reply type %q from the server", typ)
 }
 
 // skip passes over one reply of any shape.
@@ -249,7 +249,7 @@ func parseStreams(raw []byte) ([]streamEntry, error) {
 	for range n {
 		if !resp3 { // RESP2: an array of [key, entries]
 			if m, err := p.aggregate(false); err != nil || m != 2 {
-				return nil, cmp.Or(err, fmt.Errorf("redisstream: stream reply has %d elements, want 2", m))
+				return nil, cmp.Or(err, fmt.Errorf("relay/redis: stream reply has %d elements, want 2", m))
 			}
 		}
 		if _, err := p.str(); err != nil { // the stream key
@@ -272,7 +272,7 @@ func parseAutoClaim(raw []byte) (string, []streamEntry, error) {
 		return "", nil, err
 	}
 	if n < 2 {
-		return "", nil, fmt.Errorf("redisstream: XAUTOCLAIM reply has %d elements, want 2 or 3", n)
+		return "", nil, fmt.Errorf("relay/redis: XAUTOCLAIM reply has %d elements, want 2 or 3", n)
 	}
 	cur, err := p.str()
 	if err != nil {

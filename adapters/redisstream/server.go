@@ -90,7 +90,7 @@ func noGroup(err error) bool {
 func ensureGroup(ctx context.Context, c *redis.Client, key, group, start string) error {
 	err := c.XGroupCreateMkStream(ctx, key, group, start).Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("redisstream: creating group %q of stream %q: %w", group, key, err)
+		return fmt.Errorf("relay/redis: creating group %q of stream %q: %w", group, key, err)
 	}
 	return nil
 }

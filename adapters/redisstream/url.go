@@ -110,7 +110,7 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 	pub, err := newPublisher(ctx, rc, c.pub, true)
 	if err != nil {
 		_ = rc.Close()
-		return nil, fmt.Errorf("redisstream: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/redis: %s: %w", relay.Redact(u.String()), err)
 	}
 	return pub, nil
 }
@@ -125,7 +125,7 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 	sub, err := newSubscriber(ctx, rc, c.sub, true)
 	if err != nil {
 		_ = rc.Close()
-		return nil, fmt.Errorf("redisstream: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/redis: %s: %w", relay.Redact(u.String()), err)
 	}
 	return sub, nil
 }
