@@ -58,9 +58,6 @@ type receiver struct {
 	endLife  context.CancelFunc
 	stop     chan struct{}
 	loopDone chan struct{}
-	// kill is the client's context: Close cancels it when its own ctx ends,
-	// so that calls to a broker that stopped answering fail at once.
-	kill context.CancelFunc
 }
 
 // stuckGrace is how long the oldest unacked record of a partition must

@@ -45,7 +45,7 @@ func NewPublisher(ctx context.Context, c Config) (*driver.Publisher, error) {
 	rc := redis.NewClient(c.Redis)
 	if err := rc.Ping(ctx).Err(); err != nil {
 		_ = rc.Close()
-		return nil, fmt.Errorf("redislist: cannot reach Redis at %s: %w; check the host and port of the URL", c.Redis.Addr, err)
+		return nil, fmt.Errorf("relay/redislist: cannot reach Redis at %s: %w; check the host and port of the URL", c.Redis.Addr, err)
 	}
 	return driver.NewPublisher(&pubDriver{rc: rc, prefix: c.Prefix}, 0), nil
 }
@@ -65,7 +65,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		args = append(args, encode(m))
 	}
 	if err := publishScript.Run(ctx, d.rc, []string{k.groups()}, args...).Err(); err != nil {
-		return fmt.Errorf("redislist: publishing %d messages to %q: %w", len(msgs), topic, err)
+		return fmt.Errorf("relay/redislist: publishing %d messages to %q: %w", len(msgs), topic, err)
 	}
 	return nil
 }

@@ -25,12 +25,12 @@ type subDriver struct {
 // for c.Group built by driver.NewSubscriber. ctx bounds the connection check.
 func NewSubscriber(ctx context.Context, c Config) (*driver.Subscriber, error) {
 	if c.Group == "" {
-		return nil, errors.New("redislist: a subscriber needs a group (group= in the URL)")
+		return nil, errors.New("relay/redislist: a subscriber needs a group (group= in the URL)")
 	}
 	rc := redis.NewClient(c.Redis)
 	if err := rc.Ping(ctx).Err(); err != nil {
 		_ = rc.Close()
-		return nil, fmt.Errorf("redislist: cannot reach Redis at %s: %w; check the host and port of the URL", c.Redis.Addr, err)
+		return nil, fmt.Errorf("relay/redislist: cannot reach Redis at %s: %w; check the host and port of the URL", c.Redis.Addr, err)
 	}
 	d := &subDriver{rc: rc, c: c}
 	return driver.NewSubscriber(d, driver.Options{
@@ -49,7 +49,7 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 	}
 	k := keys{d.c.Prefix, topic}
 	if err := d.rc.SAdd(ctx, k.groups(), d.c.Group).Err(); err != nil {
-		return fmt.Errorf("redislist: registering group %q of %q: %w", d.c.Group, topic, err)
+		return fmt.Errorf("relay/redislist: registering group %q of %q: %w", d.c.Group, topic, err)
 	}
 	return nil
 }
@@ -63,7 +63,7 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	k := keys{d.c.Prefix, topic}
 	n, err := lagScript.Run(ctx, d.rc, []string{k.consumers(d.c.Group)}, k.base(d.c.Group), k.list(d.c.Group)).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("redislist: lag of group %q of %q: %w", d.c.Group, topic, err)
+		return 0, fmt.Errorf("relay/redislist: lag of group %q of %q: %w", d.c.Group, topic, err)
 	}
 	return n, nil
 }
@@ -85,11 +85,11 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	r.owner = k.owner(g, r.id)
 	// Owner key first: a concurrent reclaim must not take this consumer for dead.
 	if err := d.rc.Set(ctx, r.owner, "1", d.c.Lease).Err(); err != nil {
-		return nil, fmt.Errorf("redislist: subscribing to %q: %w", topic, err)
+		return nil, fmt.Errorf("relay/redislist: subscribing to %q: %w", topic, err)
 	}
 	if err := reclaimScript.Run(ctx, d.rc, []string{r.consumers}, r.base, r.list, "", "1").Err(); err != nil {
 		_ = d.rc.Del(context.Background(), r.owner).Err()
-		return nil, fmt.Errorf("redislist: reclaiming the messages of dead consumers of %q: %w", topic, err)
+		return nil, fmt.Errorf("relay/redislist: reclaiming the messages of dead consumers of %q: %w", topic, err)
 	}
 	return r, nil
 }
@@ -133,7 +133,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
 			}
-			return nil, fmt.Errorf("redislist: waiting for messages: %w", err)
+			return nil, fmt.Errorf("relay/redislist: waiting for messages: %w", err)
 		}
 		raws = []string{v}
 		if max > 1 {
@@ -198,7 +198,7 @@ func (r *receiver) take(ctx context.Context, max int) ([]string, error) {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
 		}
-		return nil, fmt.Errorf("redislist: receiving: %w", err)
+		return nil, fmt.Errorf("relay/redislist: receiving: %w", err)
 	}
 	return raws, nil
 }
@@ -226,7 +226,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 		args = append(args, op, s.Handle.(handle).raw)
 	}
 	if err := settleScript.Run(ctx, r.rc, []string{r.processing, r.list}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("redislist: settling %d messages: %w", len(batch), err)
+		return fmt.Errorf("relay/redislist: settling %d messages: %w", len(batch), err)
 	}
 	return nil
 }
@@ -250,7 +250,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 // the subscription holds messages and does not call Receive.
 func (r *receiver) Extend(ctx context.Context, _ []any) error {
 	if err := r.rc.Set(ctx, r.owner, "1", r.lease).Err(); err != nil {
-		return fmt.Errorf("redislist: refreshing the owner key: %w", err)
+		return fmt.Errorf("relay/redislist: refreshing the owner key: %w", err)
 	}
 	return nil
 }
@@ -264,7 +264,7 @@ func (r *receiver) Close(ctx context.Context) error {
 		_ = r.waitConn.Close()
 	}
 	if err := reclaimScript.Run(ctx, r.rc, []string{r.consumers}, r.base, r.list, r.id, "0").Err(); err != nil {
-		return fmt.Errorf("redislist: closing consumer %s (a later subscriber reclaims its messages once its owner key expires): %w", r.id, err)
+		return fmt.Errorf("relay/redislist: closing consumer %s (a later subscriber reclaims its messages once its owner key expires): %w", r.id, err)
 	}
 	return nil
 }

@@ -165,7 +165,7 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 	}
 	p, err := NewPublisher(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("redislist: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/redislist: %s: %w", relay.Redact(u.String()), err)
 	}
 	return p, nil
 }
@@ -178,7 +178,7 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 	}
 	s, err := NewSubscriber(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("redislist: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/redislist: %s: %w", relay.Redact(u.String()), err)
 	}
 	return s, nil
 }

@@ -1,0 +1,129 @@
+package sqs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
+)
+
+// subDriver is the broker half of an sqs:// or sns:// subscriber.
+type subDriver struct {
+	endpoint
+
+	noBatchVis atomic.Bool // the service lacks ChangeMessageVisibilityBatch
+	noBatchDel atomic.Bool // the service lacks DeleteMessageBatch
+
+	mu     sync.Mutex
+	active map[*receiver]struct{}
+
+	queueTopic queueBinding // the one topic of Config.Queue
+}
+
+func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+func (d *subDriver) Close() error {
+	d.c.close()
+	return nil
+}
+
+// Health implements relay.HealthChecker: the error of the latest failed
+// ReceiveMessage of any subscription, nil when every poller's last call
+// succeeded.
+func (d *subDriver) Health() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for r := range d.active {
+		r.mu.Lock()
+		err := r.pollErr
+		r.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("relay/sqs: receiving from %q: %w", r.topic, err)
+		}
+	}
+	return nil
+}
+
+// Provision implements driver.ProvisionDriver: it creates the queue (for
+// sns://: the topic, the group's queue, its policy and the subscription).
+func (d *subDriver) Provision(ctx context.Context, topic string) error {
+	if err := validateName(d.scheme, topic, d.cfg.FIFO); err != nil {
+		return err
+	}
+	_, err := d.queueFor(ctx, topic)
+	return err
+}
+
+// queueFor returns the URL of the queue this subscriber reads topic from.
+func (d *subDriver) queueFor(ctx context.Context, topic string) (string, error) {
+	if d.scheme == SchemeSNS {
+		qname, err := d.queueName(topic)
+		if err != nil {
+			return "", err
+		}
+		return d.topo.groupQueue(ctx, topic, qname)
+	}
+	return d.topo.queueURL(ctx, topic)
+}
+
+func (d *subDriver) forget(topic string) {
+	if d.scheme == SchemeSNS {
+		if qname, err := d.queueName(topic); err == nil {
+			d.topo.forgetGroup(topic, qname)
+		}
+	} else {
+		d.topo.forgetQueue(topic)
+	}
+}
+
+// Subscribe implements driver.SubscribeDriver: it provisions the queue and
+// starts the pollers, which run until ctx ends.
+func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
+	if err := validateName(d.scheme, topic, d.cfg.FIFO); err != nil {
+		return nil, err
+	}
+	url, err := d.queueFor(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	qname := topic
+	if d.scheme == SchemeSNS {
+		qname, _ = d.queueName(topic) // checked by queueFor
+	}
+	pollers := d.cfg.Pollers
+	if pollers == 0 {
+		pollers = DefaultPollers
+		if isFIFO(qname) {
+			pollers = 1
+		}
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	ackCtx, ackKill := context.WithCancel(context.Background())
+	r := &receiver{
+		ackCtx:   ackCtx,
+		ackKill:  ackKill,
+		d:        d,
+		topic:    topic,
+		pollCtx:  pctx,
+		cancel:   cancel,
+		want:     min(d.cfg.MaxMessages, d.cfg.InFlight),
+		buf:      make(chan driver.Received, d.cfg.InFlight),
+		queueURL: url,
+		avail:    d.cfg.InFlight,
+		changed:  make(chan struct{}),
+		buffered: map[*handle]struct{}{},
+		attempts: map[string]int{},
+		ackSem:   make(chan struct{}, ackParallel),
+	}
+	d.mu.Lock()
+	d.active[r] = struct{}{}
+	d.mu.Unlock()
+	r.wg.Add(pollers)
+	for range pollers {
+		go r.poll()
+	}
+	return r, nil
+}
