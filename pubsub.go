@@ -27,6 +27,36 @@ type Publisher interface {
 	Close() error
 }
 
+// AsyncPublisher is implemented by publishers that let one goroutine keep
+// many publishes in flight (every publisher of this module), so that a
+// producer loop or a bridge is not bound by one broker round trip per call.
+type AsyncPublisher interface {
+	// PublishAsync checks msgs as Publish does, hands them to the client
+	// and returns without waiting for the broker. done is then called
+	// exactly once with the error Publish would have returned for the same
+	// call (nil: every message accepted by the broker). done may run on
+	// any goroutine, also before PublishAsync returns, and must not block
+	// for long: on some backends it runs on the client's own goroutine.
+	//
+	// What fails before anything is sent is returned by PublishAsync
+	// itself and done is not called: ErrClosed after Close, an invalid
+	// topic, a *LimitError, ctx already done. PublishAsync blocks while
+	// the publisher's limit of publishes in flight is reached (memory is
+	// bounded), until one completes or ctx ends (then ctx's error is
+	// returned and done is not called). ctx also bounds the publish itself,
+	// as it does for Publish: cancel it only when the outcome no longer
+	// matters.
+	//
+	// Messages of one call keep the order Publish keeps. Between calls in
+	// flight at the same time, order is kept only where the backend
+	// pipelines natively (Kafka: per partition, by the idempotent
+	// producer); elsewhere, wait for done before publishing what must come
+	// after. The messages must not be modified until done is called.
+	// Publisher.Close waits for publishes in flight as it waits for Publish
+	// calls, and every done has been called when it returns.
+	PublishAsync(ctx context.Context, topic string, msgs []*Message, done func(error)) error
+}
+
 // Subscriber receives the messages of topics for the one group it was
 // opened for. Implementations are safe for concurrent use.
 type Subscriber interface {

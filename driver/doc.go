@@ -10,7 +10,9 @@
 //
 //   - PublishDriver: SendBatch sends one batch and returns once the broker
 //     accepted every message (or a *relay.PublishError naming those it did
-//     not). Optional: WholeSender (split a Publish call itself),
+//     not). Optional: AsyncSender (a client that pipelines natively: the
+//     batch is handed over and a done func called with the outcome, which
+//     PublishAsync uses), WholeSender (split a Publish call itself),
 //     MessageValidator and TopicValidator (limits beyond the generic size
 //     check), relay.HealthChecker.
 //   - SubscribeDriver: Subscribe starts one Receiver per (topic, group)

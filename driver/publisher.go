@@ -48,6 +48,7 @@ type Publisher struct {
 	inflight sync.WaitGroup
 	kill     context.Context // cancelled when Close gives up waiting
 	cancel   context.CancelFunc
+	slots    chan struct{} // one per PublishAsync call in flight
 	closeErr error
 	done     chan struct{}
 }
@@ -60,7 +61,8 @@ func NewPublisher(d PublishDriver, closeGrace time.Duration) *Publisher {
 		closeGrace = DefaultCloseTimeout
 	}
 	kill, cancel := context.WithCancel(context.Background())
-	return &Publisher{d: d, caps: d.Capabilities(), grace: closeGrace, kill: kill, cancel: cancel, done: make(chan struct{})}
+	return &Publisher{d: d, caps: d.Capabilities(), grace: closeGrace, kill: kill, cancel: cancel,
+		slots: make(chan struct{}, DefaultAsyncInFlight), done: make(chan struct{})}
 }
 
 // Driver returns the wrapped driver (for adapter-specific extensions).
@@ -108,7 +110,13 @@ func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 	defer cancel()
 	stop := context.AfterFunc(p.kill, cancel)
 	defer stop()
+	return p.send(ctx, topic, msgs)
+}
 
+// send sends msgs, which passed validate, in batches of the driver's
+// MaxBatch (or whole, to a WholeSender), and combines the batches'
+// outcomes as Publish reports them.
+func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Message) error {
 	if ws, ok := p.d.(WholeSender); ok {
 		return ws.SendAll(ctx, topic, msgs)
 	}

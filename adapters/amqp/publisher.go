@@ -30,6 +30,7 @@ type Publisher struct {
 // Publisher offers: relay's interfaces, not the driver's internals.
 type sharedPublisher interface {
 	relay.Publisher
+	relay.AsyncPublisher
 	relay.CapabilityReporter
 	relay.HealthChecker
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +119,138 @@ func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration
 			b.Fatal(firstErr)
 		}
 	}
+	return measured(n, time.Since(start), cpuTime()-cpu)
+}
+
+// relayAsyncPublishRate keeps many batches in flight from one goroutine
+// with PublishAsync and waits for every done at the end.
+func relayAsyncPublishRate(b *testing.B, c *cluster, n, batch int) result {
+	topic := unique("bench")
+	c.createTopic(b, topic, benchPartitions)
+	pub := openPub(b, c.url())
+	defer pub.Close()
+	ap := pub.(relay.AsyncPublisher)
+	body := make([]byte, benchPayload)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	done := func(err error) {
+		if err != nil {
+			failed.CompareAndSwap(nil, &err)
+		}
+		wg.Done()
+	}
+	start, cpu := time.Now(), cpuTime()
+	for sent := 0; sent < n; sent += batch {
+		msgs := make([]*relay.Message, min(batch, n-sent))
+		for i := range msgs {
+			msgs[i] = &relay.Message{ID: relay.NewID(), Payload: body}
+		}
+		wg.Add(1)
+		if err := ap.PublishAsync(ctx, topic, msgs, done); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	return measured(n, time.Since(start), cpuTime()-cpu)
+}
+
+// rawAsyncPublishRate is franz-go's own pipelining: Produce every record
+// from one goroutine, then Flush.
+func rawAsyncPublishRate(b *testing.B, c *cluster, n int) result {
+	topic := unique("bench")
+	c.createTopic(b, topic, benchPartitions)
+	cl := rawProducer(b, c, 0)
+	defer cl.Close()
+	body := make([]byte, benchPayload)
+	ctx := context.Background()
+	var failed atomic.Pointer[error]
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.CompareAndSwap(nil, &err)
+		}
+	}
+	start, cpu := time.Now(), cpuTime()
+	for range n {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(relay.NewID())}}}, promise)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	return measured(n, time.Since(start), cpuTime()-cpu)
+}
+
+// parallelPublishRate runs g goroutines that share n messages in batches
+// of batch, each batch published and waited for by publish.
+func parallelPublishRate(n, g, batch int, publish func(k int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				end := next.Add(int64(batch))
+				start := int(end) - batch
+				if start >= n {
+					return
+				}
+				publish(min(batch, n-start))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// relayParallelPublishRate: g goroutines call Publish with batches.
+func relayParallelPublishRate(b *testing.B, c *cluster, n, g, batch int) result {
+	topic := unique("bench")
+	c.createTopic(b, topic, benchPartitions)
+	pub := openPub(b, c.url())
+	defer pub.Close()
+	body := make([]byte, benchPayload)
+	ctx := context.Background()
+	start, cpu := time.Now(), cpuTime()
+	parallelPublishRate(n, g, batch, func(k int) {
+		msgs := make([]*relay.Message, k)
+		for i := range msgs {
+			msgs[i] = &relay.Message{ID: relay.NewID(), Payload: body}
+		}
+		if err := pub.Publish(ctx, topic, msgs...); err != nil {
+			b.Error(err)
+		}
+	})
+	return measured(n, time.Since(start), cpuTime()-cpu)
+}
+
+// rawParallelPublishRate: g goroutines Produce batches and wait for them.
+func rawParallelPublishRate(b *testing.B, c *cluster, n, g, batch int) result {
+	topic := unique("bench")
+	c.createTopic(b, topic, benchPartitions)
+	cl := rawProducer(b, c, 0)
+	defer cl.Close()
+	body := make([]byte, benchPayload)
+	ctx := context.Background()
+	start, cpu := time.Now(), cpuTime()
+	parallelPublishRate(n, g, batch, func(k int) {
+		var wg sync.WaitGroup
+		wg.Add(k)
+		for range k {
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(relay.NewID())}}}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					b.Error(err)
+				}
+				wg.Done()
+			})
+		}
+		wg.Wait()
+	})
 	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
@@ -274,6 +407,16 @@ func BenchmarkRatio(b *testing.B) {
 				func(n int) result { return rawPublishRate(b, c, n, 100, linger) })
 		})
 	}
+	b.Run("publish/async/one-goroutine/batch=100", func(b *testing.B) {
+		compare(b,
+			func(n int) result { return relayAsyncPublishRate(b, c, n, 100) },
+			func(n int) result { return rawAsyncPublishRate(b, c, n) })
+	})
+	b.Run("publish/16-goroutines/batch=100", func(b *testing.B) {
+		compare(b,
+			func(n int) result { return relayParallelPublishRate(b, c, n, 16, 100) },
+			func(n int) result { return rawParallelPublishRate(b, c, n, 16, 100) })
+	})
 	b.Run("publish/batch=1", func(b *testing.B) {
 		compare(b,
 			func(n int) result { return relayPublishRate(b, c, n, 1, 0) },

@@ -87,55 +87,70 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 	return driver.SizeError(m, recordSize(m), d.caps.MaxMessageBytes)
 }
 
-// batchWait collects the outcome of one SendBatch's records.
+// batchWait collects the outcome of one batch's records. Its onDone runs
+// once: when the last record's promise ran, or when ctx ended first (the
+// records not confirmed by then are reported as of unknown outcome; their
+// late promises change nothing).
 type batchWait struct {
+	ctx     context.Context
+	msgs    []*relay.Message
+	onDone  func(error)
 	mu      sync.Mutex
 	errs    []error
 	settled []bool
 	pending int
-	done    chan struct{}
+	ended   bool
+	stop    func() bool // unregisters the ctx watch
 }
 
+func newBatchWait(ctx context.Context, msgs []*relay.Message, onDone func(error)) *batchWait {
+	b := &batchWait{ctx: ctx, msgs: msgs, onDone: onDone, errs: make([]error, len(msgs)), settled: make([]bool, len(msgs)), pending: len(msgs)}
+	b.stop = context.AfterFunc(ctx, func() { b.end() })
+	return b
+}
+
+// finish records the promise of record i.
 func (b *batchWait) finish(i int, err error) {
 	b.mu.Lock()
+	if b.ended {
+		b.mu.Unlock()
+		return
+	}
 	b.errs[i] = err
 	b.settled[i] = true
 	b.pending--
 	last := b.pending == 0
 	b.mu.Unlock()
 	if last {
-		close(b.done)
+		b.end()
 	}
 }
 
-// SendBatch produces every message asynchronously and waits until each is
-// acknowledged as configured (acks), or ctx ends. Messages not confirmed
-// are named in a *relay.PublishError; when none was confirmed and all
-// failed alike, the plain error is returned.
-func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
-	if d.create {
-		if err := d.topics.ensure(ctx, topic); err != nil {
-			return err
-		}
-	}
-	b := &batchWait{errs: make([]error, len(msgs)), settled: make([]bool, len(msgs)), pending: len(msgs), done: make(chan struct{})}
-	for i, m := range msgs {
-		d.cl.Produce(ctx, encodeRecord(topic, m), func(_ *kgo.Record, err error) { b.finish(i, err) })
-	}
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-	}
-
+// end reports the outcome once.
+func (b *batchWait) end() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	if b.ended {
+		b.mu.Unlock()
+		return
+	}
+	b.ended = true
+	err := b.result()
+	b.mu.Unlock()
+	b.stop()
+	b.onDone(err)
+}
+
+// result is the batch's outcome as SendBatch reports it: nil, the plain
+// error when every message failed alike, else a *relay.PublishError
+// naming the failed ones. Called with mu held.
+func (b *batchWait) result() error {
 	var failed []relay.MessageFailure
 	var first error
 	same := true
-	for i, m := range msgs {
+	for i, m := range b.msgs {
 		err := b.errs[i]
 		if !b.settled[i] {
-			err = fmt.Errorf("relay/kafka: delivery not confirmed before the context ended (it may still arrive): %w", ctx.Err())
+			err = fmt.Errorf("relay/kafka: delivery not confirmed before the context ended (it may still arrive): %w", b.ctx.Err())
 		}
 		if err == nil {
 			continue
@@ -151,10 +166,42 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	switch {
 	case len(failed) == 0:
 		return nil
-	case len(failed) == len(msgs) && same:
+	case len(failed) == len(b.msgs) && same:
 		return first
 	}
 	return &relay.PublishError{Failed: failed}
+}
+
+// SendBatch produces every message asynchronously and waits until each is
+// acknowledged as configured (acks), or ctx ends. Messages not confirmed
+// are named in a *relay.PublishError; when none was confirmed and all
+// failed alike, the plain error is returned.
+func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
+	out := make(chan error, 1)
+	d.SendBatchAsync(ctx, topic, msgs, func(err error) { out <- err })
+	return <-out
+}
+
+// SendBatchAsync implements driver.AsyncSender: the records go to the
+// client's producer (which keeps them in order per partition, idempotent)
+// and done runs from the last record's promise, or when ctx ends first.
+// The topic is created first when it is new (a blocking admin call, once
+// per topic).
+func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error)) {
+	if len(msgs) == 0 {
+		done(nil)
+		return
+	}
+	if d.create {
+		if err := d.topics.ensure(ctx, topic); err != nil {
+			done(err)
+			return
+		}
+	}
+	b := newBatchWait(ctx, msgs, done)
+	for i, m := range msgs {
+		d.cl.Produce(ctx, encodeRecord(topic, m), func(_ *kgo.Record, err error) { b.finish(i, err) })
+	}
 }
 
 func mapProduceError(m *relay.Message, err error) error {

@@ -1,0 +1,100 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/go-relay/relay"
+)
+
+// DefaultAsyncInFlight is how many PublishAsync calls a Publisher keeps
+// in flight at once; the next call blocks until one completes. Each holds
+// its messages, so this bounds a pipelining producer's memory to that
+// many batches.
+const DefaultAsyncInFlight = 64
+
+// AsyncSender is optionally implemented by a PublishDriver whose client
+// pipelines natively (Kafka's Produce with a promise per record).
+// SendBatchAsync hands msgs (one batch within the driver's limits, checked
+// already) to the client and returns without waiting for the broker; done
+// is called exactly once with what SendBatch would have returned, on any
+// goroutine, possibly before SendBatchAsync returns. It may block only on
+// the client's own buffer limits, honouring ctx. When ctx ends before the
+// broker answered, done must be called promptly with an error that says
+// the outcome is unknown, as SendBatch returns it. Without AsyncSender,
+// Publisher.PublishAsync runs SendBatch on a goroutine of its own.
+type AsyncSender interface {
+	SendBatchAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error))
+}
+
+// errNoDone is PublishAsync's answer to a nil done func.
+var errNoDone = errors.New("relay: PublishAsync needs a done func to report the outcome to")
+
+// PublishAsync implements relay.AsyncPublisher. It takes one of the
+// DefaultAsyncInFlight slots (blocking while none is free, within ctx),
+// validates msgs as Publish does, and sends them through the driver's
+// AsyncSender when it has one and the call fits one batch, otherwise on a
+// goroutine through the same path as Publish. Close waits for the calls in
+// flight and cancels them after its grace period like Publish calls.
+func (p *Publisher) PublishAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error)) error {
+	if done == nil {
+		return errNoDone
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.kill.Done():
+		return relay.ErrClosed
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		return relay.ErrClosed
+	}
+	p.inflight.Add(1)
+	p.mu.Unlock()
+	if err := p.validate(topic, msgs); err != nil {
+		<-p.slots
+		p.inflight.Done()
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(p.kill, cancel)
+	finish := func(err error) {
+		stop()
+		cancel()
+		<-p.slots
+		done(err)
+		p.inflight.Done()
+	}
+	if len(msgs) == 0 {
+		finish(nil)
+		return nil
+	}
+	if as, ok := p.d.(AsyncSender); ok {
+		if _, whole := p.d.(WholeSender); !whole && (p.caps.MaxBatch <= 0 || len(msgs) <= p.caps.MaxBatch) {
+			as.SendBatchAsync(ctx, topic, msgs, onceFunc(finish))
+			return nil
+		}
+	}
+	go func() { finish(p.send(ctx, topic, msgs)) }()
+	return nil
+}
+
+// onceFunc returns f guarded so that a driver that calls done twice by
+// mistake cannot release a slot twice: calls after the first do nothing.
+func onceFunc(f func(error)) func(error) {
+	var called atomic.Bool
+	return func(err error) {
+		if called.CompareAndSwap(false, true) {
+			f(err)
+		}
+	}
+}
