@@ -151,7 +151,10 @@ func (m *Message) settle(s settlement) error {
 // settlement is how a delivered message was settled.
 type settlement = deliveryhook.Settlement
 
-func init() { deliveryhook.Attach = attach }
+func init() {
+	deliveryhook.Attach = attach
+	deliveryhook.AttachBatch = attachBatch
+}
 
 // attach is driver.Deliver's way in: it sets m's delivery state. The
 // message's context is a child of p.Ctx, cancelled after the first
@@ -159,11 +162,21 @@ func init() { deliveryhook.Attach = attach }
 // so delivery costs no context when nobody asks for one.
 func attach(v any, p deliveryhook.Params) {
 	m := v.(*Message)
-	parent := p.Ctx
-	if parent == nil {
-		parent = context.Background()
+	m.d = &delivery{}
+	m.d.init(p)
+}
+
+// attachBatch is attach for a batch (the shared layer's receive path): the
+// delivery states of the batch share one allocation, which stays alive
+// while any message of the batch is referenced (a batch is at most a
+// subscription's in-flight window).
+func attachBatch(v any, p func(int) deliveryhook.Params) {
+	ms := v.([]*Message)
+	ds := make([]delivery, len(ms))
+	for i, m := range ms {
+		ds[i].init(p(i))
+		m.d = &ds[i]
 	}
-	m.d = &delivery{topic: p.Topic, attempt: p.Attempt, parent: parent, fn: p.Settle, settler: p.Settler, token: p.Token}
 }
 
 const (
@@ -184,6 +197,14 @@ type delivery struct {
 	state  int
 	ctx    context.Context // created lazily by context()
 	cancel context.CancelFunc
+}
+
+func (d *delivery) init(p deliveryhook.Params) {
+	d.topic, d.attempt, d.parent = p.Topic, p.Attempt, p.Ctx
+	if d.parent == nil {
+		d.parent = context.Background()
+	}
+	d.fn, d.settler, d.token = p.Settle, p.Settler, p.Token
 }
 
 func (d *delivery) context() context.Context {

@@ -33,3 +33,9 @@ type Params struct {
 // Attach attaches delivery state to a *relay.Message (passed as any, since
 // this package cannot import relay). Set by package relay's init.
 var Attach func(m any, p Params)
+
+// AttachBatch attaches delivery state to every message of ms (a
+// []*relay.Message, passed as any) with one allocation for the whole
+// batch; p(i) gives the parameters of message i. Set by package relay's
+// init.
+var AttachBatch func(ms any, p func(i int) Params)
