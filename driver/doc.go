@@ -51,5 +51,7 @@
 //     never ends a subscription.
 //   - Settle.Delay is non-zero only when the driver declares
 //     Capabilities().NativeDelay (and the delay is within MaxDelay).
+//   - The batch slice passed to Settle is reused once Settle returns: a
+//     Receiver keeps no reference to it (copy what it must keep).
 //   - No method may block past its ctx.
 package driver
