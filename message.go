@@ -67,7 +67,7 @@ func (m *Message) Topic() string {
 	if m.d == nil {
 		return ""
 	}
-	return m.d.topic
+	return m.d.src.topic
 }
 
 // Attempt is 1 on the first delivery and grows with each redelivery, taken
@@ -162,20 +162,29 @@ func init() {
 // so delivery costs no context when nobody asks for one.
 func attach(v any, p deliveryhook.Params) {
 	m := v.(*Message)
-	m.d = &delivery{}
-	m.d.init(p)
+	both := &struct {
+		d   delivery
+		src deliverySource
+	}{}
+	both.src.init(p)
+	both.d.src, both.d.attempt, both.d.token = &both.src, p.Attempt, p.Token
+	m.d = &both.d
 }
 
-// attachBatch is attach for a batch (the shared layer's receive path): the
-// delivery states of the batch share one allocation, which stays alive
-// while any message of the batch is referenced (a batch is at most a
-// subscription's in-flight window).
-func attachBatch(v any, p func(int) deliveryhook.Params) {
+// attachBatch is attach for a batch (the shared layer's receive path):
+// the messages share p (its Attempt and Token aside) and one allocation
+// of delivery states, which stays alive while any message of the batch is
+// referenced (a batch is at most a subscription's in-flight window).
+func attachBatch(v any, p deliveryhook.Params, each func(int) (attempt int, token uint64)) {
 	ms := v.([]*Message)
+	src := &deliverySource{}
+	src.init(p)
 	ds := make([]delivery, len(ms))
 	for i, m := range ms {
-		ds[i].init(p(i))
-		m.d = &ds[i]
+		d := &ds[i]
+		d.src = src
+		d.attempt, d.token = each(i)
+		m.d = d
 	}
 }
 
@@ -185,12 +194,24 @@ const (
 	stateNacked
 )
 
-type delivery struct {
+// deliverySource is what the messages of one delivered batch share.
+type deliverySource struct {
 	topic   string
-	attempt int
 	parent  context.Context
 	fn      func(settlement) error
 	settler deliveryhook.Settler
+}
+
+func (s *deliverySource) init(p deliveryhook.Params) {
+	s.topic, s.parent, s.fn, s.settler = p.Topic, p.Ctx, p.Settle, p.Settler
+	if s.parent == nil {
+		s.parent = context.Background()
+	}
+}
+
+type delivery struct {
+	src     *deliverySource
+	attempt int
 	token   uint64
 
 	mu     sync.Mutex
@@ -199,19 +220,11 @@ type delivery struct {
 	cancel context.CancelFunc
 }
 
-func (d *delivery) init(p deliveryhook.Params) {
-	d.topic, d.attempt, d.parent = p.Topic, p.Attempt, p.Ctx
-	if d.parent == nil {
-		d.parent = context.Background()
-	}
-	d.fn, d.settler, d.token = p.Settle, p.Settler, p.Token
-}
-
 func (d *delivery) context() context.Context {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx == nil {
-		d.ctx, d.cancel = context.WithCancel(d.parent)
+		d.ctx, d.cancel = context.WithCancel(d.src.parent)
 		if d.state != stateOpen {
 			d.cancel()
 		}
@@ -235,10 +248,10 @@ func (d *delivery) settle(s settlement) error {
 	}
 	var err error
 	switch {
-	case d.settler != nil:
-		err = d.settler.Settle(d.token, s)
-	case d.fn != nil:
-		err = d.fn(s)
+	case d.src.settler != nil:
+		err = d.src.settler.Settle(d.token, s)
+	case d.src.fn != nil:
+		err = d.src.fn(s)
 	}
 	if err != nil {
 		return err

@@ -477,12 +477,8 @@ func (s *subscription) receiveLoop() {
 		s.free -= len(batch)
 		s.mu.Unlock()
 		// The messages are nobody else's until sent: no lock needed.
-		deliveryhook.AttachBatch(msgs, func(i int) deliveryhook.Params {
-			attempt := batch[i].Attempt
-			if attempt <= 0 {
-				attempt = 1
-			}
-			return deliveryhook.Params{Topic: s.topic, Attempt: attempt, Ctx: s.ctx, Settler: s, Token: tokens[i]}
+		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64) {
+			return max(batch[i].Attempt, 1), tokens[i]
 		})
 		for i, m := range msgs {
 			msgs[i] = nil

@@ -36,6 +36,6 @@ var Attach func(m any, p Params)
 
 // AttachBatch attaches delivery state to every message of ms (a
 // []*relay.Message, passed as any) with one allocation for the whole
-// batch; p(i) gives the parameters of message i. Set by package relay's
-// init.
-var AttachBatch func(ms any, p func(i int) Params)
+// batch: the messages share p except its Attempt and Token, which each(i)
+// gives for message i. Set by package relay's init.
+var AttachBatch func(ms any, p Params, each func(i int) (attempt int, token uint64))
