@@ -39,7 +39,8 @@ type Receiver interface {
 	// (the receiver reconnects as needed); an error wrapping relay.ErrClosed
 	// ends the subscription. A delivery that cannot be decoded is returned
 	// as a message (raw bytes as payload, the problem in metadata), never
-	// as an error.
+	// as an error. The caller is done with the returned slice when it
+	// calls Receive again, so a receiver may reuse it.
 	Receive(ctx context.Context, max int) ([]Received, error)
 	// Settle applies acks and nacks, in settlement order, with as few
 	// broker calls as it can. It is called from one goroutine. The batch

@@ -27,6 +27,7 @@ package memory
 import (
 	"context"
 	"net/url"
+	"slices"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
@@ -187,7 +188,8 @@ func (d *subDriver) Subscribe(_ context.Context, topic string) (driver.Receiver,
 type receiver struct {
 	b        *broker
 	g        *group
-	taken    []*entry // reused by every Receive
+	taken    []*entry          // reused by every Receive
+	out      []driver.Received // returned by Receive, reused by the next
 	payloads arena
 }
 
@@ -198,7 +200,9 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 		entries, wait := r.b.take(r.g, max, r.taken[:0])
 		r.taken = entries
 		if len(entries) > 0 {
-			out := make([]driver.Received, len(entries))
+			clear(r.out)
+			out := slices.Grow(r.out[:0], len(entries))[:len(entries)]
+			r.out = out
 			msgs := make([]relay.Message, len(entries))
 			for i, e := range entries {
 				m := &msgs[i]
