@@ -13,16 +13,30 @@ var idState struct {
 	sync.Mutex
 	lastMS  uint64
 	counter uint16 // 12-bit sequence within one millisecond (RFC 9562 method 1)
+	// random holds crypto/rand output for the next IDs, read a block at
+	// a time so that an ID costs no system call; used bytes are zeroed.
+	random [idRandomBlock]byte
+	used   int
 }
+
+// idRandomBlock is how many random bytes NewID reads at once (32 IDs).
+const idRandomBlock = 32 * 16
 
 // NewID returns a new UUIDv7 (RFC 9562) as a lowercase canonical string.
 // IDs from one process are strictly increasing, so they sort by creation.
+// Safe for concurrent use.
 func NewID() string {
 	var u [16]byte
-	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails (Go 1.24+)
-
 	ms := uint64(time.Now().UnixMilli())
 	idState.Lock()
+	if idState.used == 0 || idState.used == len(idState.random) {
+		_, _ = rand.Read(idState.random[:]) // crypto/rand.Read never fails (Go 1.24+)
+		idState.used = 0
+	}
+	r := idState.random[idState.used : idState.used+16]
+	copy(u[:], r)
+	clear(r)
+	idState.used += 16
 	if ms <= idState.lastMS {
 		idState.counter++
 		if idState.counter > 0x0fff { // sequence exhausted: borrow the next millisecond

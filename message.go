@@ -67,7 +67,7 @@ func (m *Message) Topic() string {
 	if m.d == nil {
 		return ""
 	}
-	return m.d.topic
+	return m.d.src.topic
 }
 
 // Attempt is 1 on the first delivery and grows with each redelivery, taken
@@ -151,7 +151,10 @@ func (m *Message) settle(s settlement) error {
 // settlement is how a delivered message was settled.
 type settlement = deliveryhook.Settlement
 
-func init() { deliveryhook.Attach = attach }
+func init() {
+	deliveryhook.Attach = attach
+	deliveryhook.AttachBatch = attachBatch
+}
 
 // attach is driver.Deliver's way in: it sets m's delivery state. The
 // message's context is a child of p.Ctx, cancelled after the first
@@ -159,11 +162,30 @@ func init() { deliveryhook.Attach = attach }
 // so delivery costs no context when nobody asks for one.
 func attach(v any, p deliveryhook.Params) {
 	m := v.(*Message)
-	parent := p.Ctx
-	if parent == nil {
-		parent = context.Background()
+	both := &struct {
+		d   delivery
+		src deliverySource
+	}{}
+	both.src.init(p)
+	both.d.src, both.d.attempt, both.d.token = &both.src, p.Attempt, p.Token
+	m.d = &both.d
+}
+
+// attachBatch is attach for a batch (the shared layer's receive path):
+// the messages share p (its Attempt and Token aside) and one allocation
+// of delivery states, which stays alive while any message of the batch is
+// referenced (a batch is at most a subscription's in-flight window).
+func attachBatch(v any, p deliveryhook.Params, each func(int) (attempt int, token uint64)) {
+	ms := v.([]*Message)
+	src := &deliverySource{}
+	src.init(p)
+	ds := make([]delivery, len(ms))
+	for i, m := range ms {
+		d := &ds[i]
+		d.src = src
+		d.attempt, d.token = each(i)
+		m.d = d
 	}
-	m.d = &delivery{topic: p.Topic, attempt: p.Attempt, parent: parent, fn: p.Settle, settler: p.Settler, token: p.Token}
 }
 
 const (
@@ -172,12 +194,24 @@ const (
 	stateNacked
 )
 
-type delivery struct {
+// deliverySource is what the messages of one delivered batch share.
+type deliverySource struct {
 	topic   string
-	attempt int
 	parent  context.Context
 	fn      func(settlement) error
 	settler deliveryhook.Settler
+}
+
+func (s *deliverySource) init(p deliveryhook.Params) {
+	s.topic, s.parent, s.fn, s.settler = p.Topic, p.Ctx, p.Settle, p.Settler
+	if s.parent == nil {
+		s.parent = context.Background()
+	}
+}
+
+type delivery struct {
+	src     *deliverySource
+	attempt int
 	token   uint64
 
 	mu     sync.Mutex
@@ -190,7 +224,7 @@ func (d *delivery) context() context.Context {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx == nil {
-		d.ctx, d.cancel = context.WithCancel(d.parent)
+		d.ctx, d.cancel = context.WithCancel(d.src.parent)
 		if d.state != stateOpen {
 			d.cancel()
 		}
@@ -214,10 +248,10 @@ func (d *delivery) settle(s settlement) error {
 	}
 	var err error
 	switch {
-	case d.settler != nil:
-		err = d.settler.Settle(d.token, s)
-	case d.fn != nil:
-		err = d.fn(s)
+	case d.src.settler != nil:
+		err = d.src.settler.Settle(d.token, s)
+	case d.src.fn != nil:
+		err = d.src.fn(s)
 	}
 	if err != nil {
 		return err

@@ -33,6 +33,19 @@ func TestNewIDIsUUIDv7AndIncreasing(t *testing.T) {
 	}
 }
 
+// The 62 random bits of every ID are fresh, also across the blocks of
+// randomness NewID reads ahead.
+func TestNewIDRandomBitsFresh(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		r := relay.NewID()[20:] // after the variant nibble
+		if seen[r] {
+			t.Fatalf("random bits %s repeated in ID %d", r, i)
+		}
+		seen[r] = true
+	}
+}
+
 func TestNewIDConcurrentUnique(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]bool{}

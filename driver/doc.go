@@ -53,5 +53,9 @@
 //     never ends a subscription.
 //   - Settle.Delay is non-zero only when the driver declares
 //     Capabilities().NativeDelay (and the delay is within MaxDelay).
+//   - The batch slice passed to Settle is reused once Settle returns: a
+//     Receiver keeps no reference to it (copy what it must keep). The
+//     other way round, the slice Receive returns is read before the next
+//     Receive call and not kept, so a Receiver may reuse it.
 //   - No method may block past its ctx.
 package driver

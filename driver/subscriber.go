@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/deliveryhook"
 )
 
 // Received is one message a Receiver took from the broker.
@@ -38,10 +39,12 @@ type Receiver interface {
 	// (the receiver reconnects as needed); an error wrapping relay.ErrClosed
 	// ends the subscription. A delivery that cannot be decoded is returned
 	// as a message (raw bytes as payload, the problem in metadata), never
-	// as an error.
+	// as an error. The caller is done with the returned slice when it
+	// calls Receive again, so a receiver may reuse it.
 	Receive(ctx context.Context, max int) ([]Received, error)
 	// Settle applies acks and nacks, in settlement order, with as few
-	// broker calls as it can. It is called from one goroutine.
+	// broker calls as it can. It is called from one goroutine. The batch
+	// slice is reused once Settle returns: keep no reference to it.
 	Settle(ctx context.Context, batch []Settle) error
 	// Release hands unsettled messages back to the group at once; called
 	// when the subscription ends, after the last Settle.
@@ -281,7 +284,6 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		out:       make(chan *relay.Message, s.opts.InFlight),
 		free:      s.opts.InFlight,
 		flushAt:   max(1, s.opts.InFlight/2),
-		unsettled: make(map[uint64]any),
 		delayed:   make(map[uint64]*delayedNack),
 		slotFreed: make(chan struct{}, 1),
 		flushReq:  make(chan struct{}, 1),
@@ -337,14 +339,14 @@ type subscription struct {
 
 	mu        sync.Mutex
 	ended     bool
-	nextID    uint64
-	free      int // window slots: InFlight minus unsettled and unflushed settlements
-	flushAt   int // pending settlements that trigger a flush without lingering
-	held      int // slots held by pending settlements, freed once they are flushed
-	unsettled map[uint64]any
+	free      int       // window slots: InFlight minus unsettled and unflushed settlements
+	flushAt   int       // pending settlements that trigger a flush without lingering
+	held      int       // slots held by pending settlements, freed once they are flushed
+	unsettled slotTable // handles of delivered messages by token
 	delayed   map[uint64]*delayedNack
 	pending   []Settle
-	recvErr   error // latest Receive error, nil after a success
+	spare     []Settle // the previous batch's array, reused by pending
+	recvErr   error    // latest Receive error, nil after a success
 	slotFreed chan struct{}
 	flushReq  chan struct{}
 }
@@ -403,15 +405,12 @@ func (s *subscription) run() {
 
 	s.mu.Lock()
 	s.ended = true
-	var release []any
-	for _, h := range s.unsettled {
-		release = append(release, h)
-	}
+	release := s.unsettled.appendHandles(nil)
 	for _, d := range s.delayed {
 		d.timer.Stop()
 		release = append(release, d.handle)
 	}
-	s.unsettled, s.delayed = nil, nil
+	s.unsettled, s.delayed = slotTable{}, nil
 	s.mu.Unlock()
 
 	close(finish)
@@ -431,6 +430,11 @@ func (s *subscription) run() {
 
 func (s *subscription) receiveLoop() {
 	var bo backoffState
+	var (
+		msgs   []*relay.Message // reused from batch to batch
+		tokens []uint64
+	)
+	done := s.ctx.Done()
 	for {
 		s.mu.Lock()
 		n := s.free
@@ -465,33 +469,31 @@ func (s *subscription) receiveLoop() {
 		s.mu.Lock()
 		s.recvErr = nil
 		s.mu.Unlock()
-		msgs := make([]*relay.Message, len(batch))
+		msgs, tokens = msgs[:0], tokens[:0]
 		s.mu.Lock()
-		for i, rc := range batch {
-			id := s.nextID
-			s.nextID++
-			s.unsettled[id] = rc.Handle
-			s.free--
-			attempt := rc.Attempt
-			if attempt <= 0 {
-				attempt = 1
-			}
-			msgs[i] = Deliver(rc.Msg, DeliveryParams{
-				Topic:   s.topic,
-				Attempt: attempt,
-				Ctx:     s.ctx,
-				Settler: s,
-				Token:   id,
-			})
+		for _, rc := range batch {
+			tokens = append(tokens, s.unsettled.put(rc.Handle))
+			msgs = append(msgs, rc.Msg)
 		}
+		s.free -= len(batch)
 		s.mu.Unlock()
-		for _, m := range msgs {
+		// The messages are nobody else's until sent: no lock needed.
+		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64) {
+			return max(batch[i].Attempt, 1), tokens[i]
+		})
+		for i, m := range msgs {
+			msgs[i] = nil
 			if s.ctx.Err() != nil {
 				return
 			}
+			select { // the common case, without the cost of a two-way select
+			case s.out <- m:
+				continue
+			default:
+			}
 			select {
 			case s.out <- m:
-			case <-s.ctx.Done():
+			case <-done:
 				return
 			}
 		}
@@ -506,11 +508,10 @@ func (s *subscription) Settle(id uint64, st Settlement) error {
 	if s.ended {
 		return relay.ErrSubscriptionEnded
 	}
-	h, ok := s.unsettled[id]
+	h, ok := s.unsettled.take(id)
 	if !ok {
 		return relay.ErrSubscriptionEnded
 	}
-	delete(s.unsettled, id)
 
 	delay := st.Delay
 	if !st.Ack && delay > 0 && (!s.native || (s.maxDelay > 0 && delay > s.maxDelay)) {
@@ -552,7 +553,7 @@ func (s *subscription) Settle(id uint64, st Settlement) error {
 // lingering: the batch is big enough, or nothing else is held, so no more
 // settlements are coming soon.
 func (s *subscription) urgentLocked() bool {
-	return len(s.pending) >= s.flushAt || len(s.unsettled) == 0
+	return len(s.pending) >= s.flushAt || s.unsettled.len() == 0
 }
 
 // flushLoop sends settlements to the broker in batches: it lingers up to
@@ -562,6 +563,8 @@ func (s *subscription) urgentLocked() bool {
 // sees as unacknowledged.
 func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	linger := time.NewTimer(s.parent.opts.SettleLinger)
+	linger.Stop()
 	for {
 		final := false
 		select {
@@ -574,27 +577,32 @@ func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 			urgent := s.urgentLocked()
 			s.mu.Unlock()
 			if !urgent {
-				t := time.NewTimer(s.parent.opts.SettleLinger)
+				linger.Reset(s.parent.opts.SettleLinger)
 				select {
-				case <-t.C:
+				case <-linger.C:
 				case <-s.flushReq:
 				case <-finish:
 					final = true
 				}
-				t.Stop()
+				linger.Stop()
 			}
 		}
 		for {
 			s.mu.Lock()
 			batch, held := s.pending, s.held
-			s.pending, s.held = nil, 0
-			s.mu.Unlock()
 			if len(batch) == 0 {
+				s.mu.Unlock()
 				break
 			}
+			s.pending, s.spare, s.held = s.spare[:0], nil, 0
+			s.mu.Unlock()
 			s.sendSettlements(batch)
+			clear(batch) // drop the handles
 			s.mu.Lock()
 			s.free += held
+			if s.spare == nil && cap(batch) <= 2*s.parent.opts.InFlight {
+				s.spare = batch[:0]
+			}
 			s.mu.Unlock()
 			signal(s.slotFreed)
 		}
@@ -633,10 +641,7 @@ func (s *subscription) extendLoop(ext Extender, finish <-chan struct{}, done cha
 		case <-t.C:
 		}
 		s.mu.Lock()
-		handles := make([]any, 0, len(s.unsettled)+len(s.delayed))
-		for _, h := range s.unsettled {
-			handles = append(handles, h)
-		}
+		handles := s.unsettled.appendHandles(make([]any, 0, s.unsettled.len()+len(s.delayed)))
 		for _, d := range s.delayed {
 			handles = append(handles, d.handle)
 		}

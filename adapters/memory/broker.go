@@ -17,9 +17,11 @@ const (
 // broker is one named in-process broker; every mem://NAME of a process
 // shares the broker NAME.
 type broker struct {
-	mu     sync.Mutex
-	topics map[string]*topic
-	seq    uint64
+	mu       sync.Mutex
+	topics   map[string]*topic
+	seq      uint64
+	payloads arena    // copies of published payloads
+	groups   []*group // scratch for publish
 }
 
 var brokers struct {
@@ -96,37 +98,49 @@ func (b *broker) groupFor(topicName, name string) *group {
 	return g
 }
 
+// publish appends copies of msgs to every group of the topic, or to its
+// retained messages when it has none. The entries of one call share one
+// allocation per group, and small payloads share the broker's arena.
 func (b *broker) publish(topicName string, msgs []*relay.Message) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topicLocked(topicName)
-	for _, m := range msgs {
+	es := make([]entry, len(msgs))
+	for i, m := range msgs {
 		b.seq++
-		var payload []byte
-		if len(m.Payload) > 0 {
-			payload = append([]byte(nil), m.Payload...)
-		}
-		proto := entry{seq: b.seq, id: m.ID, key: m.Key, md: m.Metadata.Clone(), payload: payload}
-		if len(t.groups) == 0 {
-			e := proto
-			t.retained = append(t.retained, &e)
-			t.retainedBytes += e.size()
-			for len(t.retained) > RetainMessages || t.retainedBytes > RetainBytes {
-				t.retainedBytes -= t.retained[0].size()
-				t.retained[0] = nil
-				t.retained = t.retained[1:]
-				t.dropped++
-			}
-			continue
-		}
-		for _, g := range t.groups {
-			e := proto
-			g.ready = append(g.ready, &e)
-		}
+		es[i] = entry{seq: b.seq, id: m.ID, key: m.Key, md: m.Metadata.Clone(), payload: b.payloads.copy(m.Payload)}
 	}
+	if len(t.groups) == 0 {
+		for i := range es {
+			e := &es[i]
+			t.retained = append(t.retained, e)
+			t.retainedBytes += e.size()
+		}
+		for len(t.retained) > RetainMessages || t.retainedBytes > RetainBytes {
+			t.retainedBytes -= t.retained[0].size()
+			t.retained[0] = nil
+			t.retained = t.retained[1:]
+			t.dropped++
+		}
+		return
+	}
+	groups := b.groups[:0]
 	for _, g := range t.groups {
+		groups = append(groups, g)
+	}
+	for i, g := range groups {
+		ges := es
+		if i > 0 { // each group counts its own deliveries
+			ges = slices.Clone(es)
+		}
+		g.ready = slices.Grow(g.ready, len(ges))
+		for j := range ges {
+			g.ready = append(g.ready, &ges[j])
+		}
 		g.notify()
 	}
+	clear(groups)
+	b.groups = groups[:0]
 }
 
 func (g *group) notify() {
@@ -170,23 +184,24 @@ func (b *broker) requeue(g *group, e *entry, delay time.Duration) {
 	})
 }
 
-// take removes up to max ready entries, or returns the channel to wait on.
-func (b *broker) take(g *group, max int) ([]*entry, <-chan struct{}) {
+// take appends up to max ready entries to buf and returns it, or returns
+// the channel to wait on when there are none.
+func (b *broker) take(g *group, max int, buf []*entry) ([]*entry, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(g.ready) == 0 {
-		return nil, g.wake
+		return buf, g.wake
 	}
 	n := min(max, len(g.ready))
-	out := make([]*entry, n)
-	copy(out, g.ready[:n])
+	start := len(buf)
+	buf = append(buf, g.ready[:n]...)
 	clear(g.ready[:n])
 	g.ready = g.ready[n:]
-	for _, e := range out {
+	for _, e := range buf[start:] {
 		e.deliveries++
 	}
 	g.delivered += n
-	return out, nil
+	return buf, nil
 }
 
 // acked records that n delivered entries of g were acknowledged.
@@ -215,4 +230,32 @@ func (b *broker) lag(topicName, name string) int64 {
 		return 0
 	}
 	return int64(len(g.ready) + len(g.timers) + g.delivered)
+}
+
+// Payloads up to arenaMax bytes are copied into shared chunks of
+// arenaChunk bytes; larger ones get their own allocation. A chunk lives
+// while any payload in it is referenced, so a kept payload holds at most
+// arenaChunk bytes beyond its own.
+const (
+	arenaChunk = 16 << 10
+	arenaMax   = 1 << 10
+)
+
+// arena copies payloads with few allocations. Not safe for concurrent use.
+type arena struct{ buf []byte }
+
+// copy returns a copy of p (nil when p is empty) whose capacity is its
+// length, so appending to it never writes into a neighbour.
+func (a *arena) copy(p []byte) []byte {
+	switch {
+	case len(p) == 0:
+		return nil
+	case len(p) > arenaMax:
+		return append([]byte(nil), p...)
+	case cap(a.buf)-len(a.buf) < len(p):
+		a.buf = make([]byte, 0, arenaChunk)
+	}
+	n := len(a.buf)
+	a.buf = append(a.buf, p...)
+	return a.buf[n:len(a.buf):len(a.buf)]
 }

@@ -27,6 +27,7 @@ package memory
 import (
 	"context"
 	"net/url"
+	"slices"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
@@ -185,23 +186,30 @@ func (d *subDriver) Subscribe(_ context.Context, topic string) (driver.Receiver,
 }
 
 type receiver struct {
-	b *broker
-	g *group
+	b        *broker
+	g        *group
+	taken    []*entry          // reused by every Receive
+	out      []driver.Received // returned by Receive, reused by the next
+	payloads arena
 }
 
+// Receive copies up to max ready entries into messages; the messages of
+// one call share one allocation, and small payloads share an arena.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
-		entries, wait := r.b.take(r.g, max)
+		entries, wait := r.b.take(r.g, max, r.taken[:0])
+		r.taken = entries
 		if len(entries) > 0 {
-			out := make([]driver.Received, len(entries))
+			clear(r.out)
+			out := slices.Grow(r.out[:0], len(entries))[:len(entries)]
+			r.out = out
+			msgs := make([]relay.Message, len(entries))
 			for i, e := range entries {
-				var payload []byte
-				if len(e.payload) > 0 {
-					payload = append([]byte(nil), e.payload...)
-				}
-				m := &relay.Message{ID: e.id, Key: e.key, Metadata: e.md.Clone(), Payload: payload}
+				m := &msgs[i]
+				m.ID, m.Key, m.Metadata, m.Payload = e.id, e.key, e.md.Clone(), r.payloads.copy(e.payload)
 				out[i] = driver.Received{Msg: m, Attempt: e.deliveries, Handle: e}
 			}
+			clear(entries)
 			return out, nil
 		}
 		select {

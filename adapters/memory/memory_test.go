@@ -113,3 +113,48 @@ func TestLag(t *testing.T) {
 	// Another group's lag is its own.
 	relaytest.WaitLag(t, relaytest.LagOf(t, other), topic, n)
 }
+
+// Payloads share storage on both sides of the broker, yet every message
+// owns its bytes: writing to or appending to a published or a received
+// payload changes no other message, no other group's copy and no
+// redelivery.
+func TestPayloadsAreCopies(t *testing.T) {
+	broker := relay.NewID()
+	pub := memory.NewPublisher(broker, memory.PublisherConfig{})
+	defer pub.Close()
+	subs := make([]relay.Subscriber, 2)
+	for i, g := range []string{"g1", "g2"} {
+		s, err := memory.NewSubscriber(broker, memory.SubscriberConfig{Group: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		relaytest.Provision(t, s.(relay.Provisioner), "t")
+		subs[i] = s
+	}
+	a, b := []byte("aa"), []byte("bb")
+	relaytest.Publish(t, pub, "t", relay.NewMessage(a), relay.NewMessage(b))
+	a[0], b[0] = 'X', 'X'
+
+	ch, cancel := relaytest.Subscribe(t, subs[0], "t")
+	defer cancel()
+	m1, m2 := relaytest.Next(t, ch, "first"), relaytest.Next(t, ch, "second")
+	m1.Payload[1] = 'Y'
+	_ = append(m1.Payload, 'Z', 'Z')
+	if got := string(m2.Payload); got != "bb" {
+		t.Fatalf("second payload = %q after writing to the first, want %q", got, "bb")
+	}
+	if err := m1.Nack(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(relaytest.Next(t, ch, "redelivery").Payload); got != "aa" {
+		t.Errorf("redelivered payload = %q, want %q", got, "aa")
+	}
+	ch2, cancel2 := relaytest.Subscribe(t, subs[1], "t")
+	defer cancel2()
+	for _, want := range []string{"aa", "bb"} {
+		if got := string(relaytest.Next(t, ch2, "other group").Payload); got != want {
+			t.Errorf("other group's payload = %q, want %q", got, want)
+		}
+	}
+}

@@ -33,3 +33,9 @@ type Params struct {
 // Attach attaches delivery state to a *relay.Message (passed as any, since
 // this package cannot import relay). Set by package relay's init.
 var Attach func(m any, p Params)
+
+// AttachBatch attaches delivery state to every message of ms (a
+// []*relay.Message, passed as any) with one allocation for the whole
+// batch: the messages share p except its Attempt and Token, which each(i)
+// gives for message i. Set by package relay's init.
+var AttachBatch func(ms any, p Params, each func(i int) (attempt int, token uint64))
