@@ -20,7 +20,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestCheckoutOnMemory(t *testing.T) {
-	checkRun(t, "mem://checkout-test-"+relay.NewID(), false)
+	checkRun(t, "mem://checkout-test-"+relay.NewID(), false, nil)
 }
 
 // TestCheckoutOnNATS runs the demo on the NATS JetStream server of the
@@ -30,34 +30,42 @@ func TestCheckoutOnMemory(t *testing.T) {
 // shared poison topic.
 func TestCheckoutOnNATS(t *testing.T) {
 	url := testenv.NATS(t)
-	rep := checkRun(t, url, true)
-	nc, err := natsgo.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, topic := range rep.Topics {
-		if err := js.DeleteStream(ctx, relaynats.StreamName(topic)); err != nil {
-			t.Errorf("deleting the stream of %s: %v", topic, err)
+	checkRun(t, url, true, func(rep *Report) {
+		// The run's streams stay on the shared server unless deleted.
+		nc, err := natsgo.Connect(url)
+		if err != nil {
+			t.Error(err)
+			return
 		}
-	}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, topic := range rep.Topics {
+			if err := js.DeleteStream(ctx, relaynats.StreamName(topic)); err != nil {
+				t.Errorf("deleting the stream of %s: %v", topic, err)
+			}
+		}
+	})
 }
 
 // checkRun runs the demo on broker and checks its report and output;
 // brokerDedups says whether the broker stores a message published twice
-// with one ID once.
-func checkRun(t *testing.T, broker string, brokerDedups bool) *Report {
+// with one ID once. cleanup, if not nil, gets the report at the end of
+// the test, also when a check failed.
+func checkRun(t *testing.T, broker string, brokerDedups bool, cleanup func(*Report)) *Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
 	rep, err := run(ctx, &out, broker)
+	if rep != nil && cleanup != nil {
+		t.Cleanup(func() { cleanup(rep) })
+	}
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
