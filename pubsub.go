@@ -146,6 +146,13 @@ type Capabilities struct {
 	// it. When false, an acked message is never delivered again because a
 	// subscription ended.
 	AckedAfterUnsettledRedelivered bool
+	// DeduplicatesByID: the broker stores a message published again with an
+	// ID it has seen within a window (documented per adapter) only once,
+	// and the repeated Publish returns nil: NATS JetStream's duplicate
+	// window. Two different messages with one ID collapse the same way.
+	// It does not replace Dedup: past the window, and for redeliveries, a
+	// consumer still sees a message twice.
+	DeduplicatesByID bool
 	// RetainedBeforeGroup describes what happens to messages published
 	// before a group exists (documented in prose, e.g. "dropped",
 	// "kept from the oldest retained offset").

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
+	"github.com/go-relay/relay/middleware"
 )
 
 func TestMain(m *testing.M) {
@@ -333,7 +334,7 @@ func TestPoisonsRejectedMessages(t *testing.T) {
 		t.Errorf("forwarded %s, want %s", got[0].ID, small.ID)
 	}
 	p := consume(t, a, "ops", "in.poison", 1)[0]
-	if p.ID != big.ID || len(p.Payload) != 5000 || p.Metadata["relay-poison-topic"] != "in" || p.Metadata["relay-poison-handler"] != "r" {
+	if p.ID != middleware.PoisonID(big.ID, "r", "in") || p.Metadata[middleware.PoisonOriginalIDKey] != big.ID || len(p.Payload) != 5000 || p.Metadata["relay-poison-topic"] != "in" || p.Metadata["relay-poison-handler"] != "r" {
 		t.Errorf("poisoned %s (%d bytes) with %v", p.ID, len(p.Payload), p.Metadata)
 	}
 	if err := stop(); err != nil {

@@ -108,9 +108,11 @@ func routerScenario(t *testing.T, adapter, pubURL string, subURL func(group stri
 		defer wg.Done()
 		for m := range pch {
 			reasonsMu.Lock()
-			reasons[m.ID] = m.Metadata[middleware.PoisonReasonKey]
+			// The copy has its own ID; the ledger counts the original.
+			orig := m.Metadata[middleware.PoisonOriginalIDKey]
+			reasons[orig] = m.Metadata[middleware.PoisonReasonKey]
 			reasonsMu.Unlock()
-			l.receive(m.ID)
+			l.receive(orig)
 			_ = m.Ack()
 		}
 	}()

@@ -31,6 +31,13 @@
 // PoisonQueue: a poisoned message is then released, not recorded as done,
 // so replaying it from the poison topic runs it again.
 //
+// A poison copy has an ID of its own, PoisonID(original ID, handler
+// name, topic), and keeps the original ID in PoisonOriginalIDKey: the
+// copies of one message that several handlers poison into one topic stay
+// distinct (brokers such as NATS JetStream store one message per ID
+// within a window), and a repeated poison of the same message by the same
+// handler has the same ID, so it deduplicates.
+//
 // Middleware placed outside others learns what happened inside (retries,
 // poisoning, duplicates) through the Observer in the context; the metrics
 // and tracing middleware use it.

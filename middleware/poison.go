@@ -2,6 +2,9 @@ package middleware
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,6 +28,7 @@ const (
 	PoisonLastFailureKey  = "relay-poison-last-failure"  // last failure
 	PoisonPermanentKey    = "relay-poison-permanent"     // "true" when the error was marked relay.Permanent
 	PoisonStackKey        = "relay-poison-stack"         // for a recovered panic: its stack (truncated)
+	PoisonOriginalIDKey   = "relay-poison-original-id"   // the ID of the message that was poisoned
 )
 
 // PoisonConfig configures PoisonQueue.
@@ -74,11 +78,20 @@ func (c PoisonConfig) Validate() error {
 // PoisonQueue moves messages that fail for good to a poison topic instead
 // of redelivering them forever. When the rest of the chain fails (after
 // Retry gave up, when Retry is inside), it publishes a copy of the message
-// (same ID, Key, Payload and Metadata, plus the Poison* keys) to the poison
+// (same Key, Payload and Metadata, plus the Poison* keys) to the poison
 // topic and returns success, so the router acks the original; the
 // handler's outputs are dropped. The original is acked only after that
 // publish succeeded: if it fails, PoisonQueue returns both errors and the
 // router nacks the original, so nothing is lost.
+//
+// The copy has an ID of its own, PoisonID(original ID, handler name,
+// topic), and the original ID in PoisonOriginalIDKey: copies that several
+// handlers (or groups) poison into one shared topic are distinct messages,
+// also on brokers that store one message per ID (NATS JetStream's
+// duplicate window), while the same handler poisoning the same message
+// again (its ack was lost and it came back) publishes the same ID, which
+// such brokers and Dedup take as the duplicate it is. Give the handlers
+// that share a poison topic distinct names, across processes too.
 //
 // It does not poison, and returns the error for redelivery, when the
 // failure comes from shutdown (ctx done, or Retry interrupted), when
@@ -146,14 +159,17 @@ func (c *PoisonConfig) poisoned(ctx context.Context, msg *relay.Message, err err
 	if topic == "" {
 		topic = router.Topic(ctx)
 	}
+	handler := router.HandlerName(ctx)
 	cp := msg.Copy()
+	cp.ID = PoisonID(msg.ID, handler, topic)
 	if cp.Metadata == nil {
 		cp.Metadata = relay.Metadata{}
 	}
 	md := cp.Metadata
+	md[PoisonOriginalIDKey] = msg.ID
 	md[PoisonReasonKey] = truncate(reason.Error(), c.MaxReasonBytes)
 	md[PoisonTopicKey] = topic
-	md[PoisonHandlerKey] = router.HandlerName(ctx)
+	md[PoisonHandlerKey] = handler
 	md[PoisonAttemptsKey] = strconv.Itoa(attempts)
 	md[PoisonDeliveriesKey] = strconv.Itoa(max(msg.Attempt(), 1))
 	md[PoisonFirstFailureKey] = first.Format(time.RFC3339Nano)
@@ -165,6 +181,42 @@ func (c *PoisonConfig) poisoned(ctx context.Context, msg *relay.Message, err err
 		md[PoisonStackKey] = truncate(string(pe.Stack), c.MaxReasonBytes)
 	}
 	return cp
+}
+
+// poisonNamespace is the namespace of PoisonID's name-based UUIDs (a
+// random UUID chosen once for relay; it must never change, or copies
+// poisoned before and after an upgrade would not deduplicate).
+var poisonNamespace = [16]byte{0x6b, 0x1f, 0x3e, 0x52, 0x9c, 0x0d, 0x4a, 0x87, 0xb2, 0x61, 0x5e, 0xd4, 0x08, 0xf3, 0x97, 0x2a}
+
+// PoisonID is the ID of the poison copy that the handler named handler,
+// subscribed to topic, publishes for the message with ID id: a name-based
+// UUID (version 5, SHA-1, RFC 9562) of the three, so the same inputs
+// always give the same ID and different ones give different IDs. Each
+// part is length-prefixed, so no choice of bytes in one part can mimic
+// another split.
+func PoisonID(id, handler, topic string) string {
+	h := sha1.New()
+	h.Write(poisonNamespace[:])
+	var n [binary.MaxVarintLen64]byte
+	for _, part := range [...]string{id, handler, topic} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(part)))])
+		h.Write([]byte(part))
+	}
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
+	var b [36]byte
+	hex.Encode(b[0:8], u[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], u[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], u[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], u[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:36], u[10:16])
+	return string(b[:])
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.

@@ -55,8 +55,11 @@ func TestRetryPoisonOrder(t *testing.T) {
 			if n := int(calls.Load()); n != tc.wantCalls {
 				t.Fatalf("handler ran %d times, want %d", n, tc.wantCalls)
 			}
-			if len(got) != 1 || got[0].ID != m.ID {
+			if len(got) != 1 {
 				t.Fatalf("poison topic got %d messages", len(got))
+			}
+			if got[0].ID != middleware.PoisonID(m.ID, "h", "in") || got[0].Metadata.Get(middleware.PoisonOriginalIDKey) != m.ID {
+				t.Fatalf("copy ID %s, original %q; want %s, %s", got[0].ID, got[0].Metadata.Get(middleware.PoisonOriginalIDKey), middleware.PoisonID(m.ID, "h", "in"), m.ID)
 			}
 			if a := got[0].Metadata.Get(middleware.PoisonAttemptsKey); a != map[int]string{3: "3", 1: "1"}[tc.wantCalls] {
 				t.Fatalf("attempts metadata %q", a)
@@ -107,10 +110,11 @@ func TestPoisonMetadataAndAckAfterPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := got[0]
-	if p.ID != m.ID || p.Key != m.Key || string(p.Payload) != string(m.Payload) || p.Metadata.Get("trace") != "abc" {
+	if p.ID == m.ID || p.ID != middleware.PoisonID(m.ID, "billing", "orders") || p.Key != m.Key || string(p.Payload) != string(m.Payload) || p.Metadata.Get("trace") != "abc" {
 		t.Fatalf("copy differs: %+v", p)
 	}
 	want := map[string]string{
+		middleware.PoisonOriginalIDKey:   m.ID,
 		middleware.PoisonTopicKey:        "orders",
 		middleware.PoisonHandlerKey:      "billing",
 		middleware.PoisonAttemptsKey:     "3",
@@ -147,7 +151,15 @@ func TestPoisonPublishFailureNacksNothingLost(t *testing.T) {
 	e.sub("dlq-reader", "poison")
 	var fails atomic.Int32
 	fails.Store(2) // the first two poison publishes fail
-	pub := &hookPub{Publisher: e.pub, fail: func() error {
+	var sentMu sync.Mutex
+	var sent []string // the copy ID of each poison publish, failed ones included
+	pub := &hookPub{Publisher: e.pub, seen: func(msgs []*relay.Message) {
+		sentMu.Lock()
+		defer sentMu.Unlock()
+		for _, m := range msgs {
+			sent = append(sent, m.ID)
+		}
+	}, fail: func() error {
 		if fails.Add(-1) >= 0 {
 			return errors.New("poison broker down")
 		}
@@ -184,6 +196,14 @@ func TestPoisonPublishFailureNacksNothingLost(t *testing.T) {
 	if len(got) != 1 || got[0].Metadata.Get(middleware.PoisonDeliveriesKey) != "3" {
 		t.Fatalf("poison topic: %d messages", len(got))
 	}
+	// Each delivery poisoned the same message in the same handler: every
+	// attempt carried the same copy ID, so a broker or Dedup that saw an
+	// earlier one (its ack lost) keeps one copy.
+	sentMu.Lock()
+	defer sentMu.Unlock()
+	if want := middleware.PoisonID(m.ID, "h", "in"); len(sent) != 3 || sent[0] != want || sent[1] != want || sent[2] != want || got[0].ID != want {
+		t.Fatalf("poison publishes sent IDs %v, delivered %s; want 3 times %s", sent, got[0].ID, want)
+	}
 	if left := e.drain("g", "in"); len(left) != 0 {
 		t.Fatalf("%d left in the input group", len(left))
 	}
@@ -210,7 +230,7 @@ func TestPoisonAfterDeliveriesAndPermanent(t *testing.T) {
 	got := map[string]*relay.Message{}
 	waitFor(t, "two poisoned copies", func() bool {
 		for _, m := range e.drain("dlq-reader", "poison") {
-			got[m.ID] = m
+			got[m.Metadata.Get(middleware.PoisonOriginalIDKey)] = m
 		}
 		return len(got) == 2
 	})
@@ -289,12 +309,16 @@ func TestPoisonConfigValidation(t *testing.T) {
 type hookPub struct {
 	relay.Publisher
 	before func()
+	seen   func([]*relay.Message)
 	fail   func() error
 }
 
 func (p *hookPub) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
 	if p.before != nil {
 		p.before()
+	}
+	if p.seen != nil {
+		p.seen(msgs)
 	}
 	if p.fail != nil {
 		if err := p.fail(); err != nil {
@@ -316,3 +340,115 @@ func (p *countingPub) Publish(_ context.Context, _ string, msgs ...*relay.Messag
 	return nil
 }
 func (p *countingPub) Close() error { return nil }
+
+// dedupPub stores a message ID once per topic, as NATS JetStream does
+// within its duplicate window: a second message with a seen ID is
+// dropped and its Publish still succeeds.
+type dedupPub struct {
+	relay.Publisher
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (p *dedupPub) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
+	p.mu.Lock()
+	var keep []*relay.Message
+	for _, m := range msgs {
+		if k := topic + "\x00" + m.ID; !p.seen[k] {
+			p.seen[k] = true
+			keep = append(keep, m)
+		}
+	}
+	p.mu.Unlock()
+	if len(keep) == 0 {
+		return nil
+	}
+	return p.Publisher.Publish(ctx, topic, keep...)
+}
+
+// Two handlers (in two groups) poison the same message into one shared
+// poison topic on a broker that stores an ID once: both copies arrive,
+// with distinct IDs and the original ID in their metadata. The same
+// handler poisoning the same message twice publishes one ID, stored once.
+func TestPoisonCopiesFromTwoHandlersAreDistinct(t *testing.T) {
+	e := newEnv(t)
+	billing, shipping := e.sub("billing", "orders"), e.sub("shipping", "orders")
+	e.sub("ops", "orders.poison")
+	pub := &dedupPub{Publisher: e.pub, seen: map[string]bool{}}
+	poison := must(middleware.PoisonQueue(middleware.PoisonConfig{Publisher: pub, Topic: "orders.poison"}))
+	r := newRouter(t, poison)
+	fail := func(context.Context, *relay.Message) ([]*relay.Message, error) {
+		return nil, relay.Permanent(errors.New("malformed"))
+	}
+	_ = r.AddHandler("billing", billing, "orders", fail)
+	_ = r.AddHandler("shipping", shipping, "orders", fail)
+	r.Own(billing, shipping)
+	stop := run(t, r)
+	m := relay.NewMessage([]byte("bad order"))
+	e.publish("orders", m)
+	var got []*relay.Message
+	waitFor(t, "two poisoned copies", func() bool {
+		got = append(got, e.drain("ops", "orders.poison")...)
+		return len(got) >= 2
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	byHandler := map[string]*relay.Message{}
+	for _, p := range got {
+		byHandler[p.Metadata.Get(middleware.PoisonHandlerKey)] = p
+	}
+	b, s := byHandler["billing"], byHandler["shipping"]
+	if len(got) != 2 || b == nil || s == nil {
+		t.Fatalf("poison topic got %d copies from %v, want one from billing and one from shipping", len(got), byHandler)
+	}
+	if b.ID == s.ID || b.ID == m.ID || s.ID == m.ID {
+		t.Fatalf("copy IDs billing %s, shipping %s, original %s: want three distinct IDs", b.ID, s.ID, m.ID)
+	}
+	if b.ID != middleware.PoisonID(m.ID, "billing", "orders") || s.ID != middleware.PoisonID(m.ID, "shipping", "orders") {
+		t.Fatalf("copy IDs %s, %s are not PoisonID of the original, handler and topic", b.ID, s.ID)
+	}
+	for _, p := range got {
+		if o := p.Metadata.Get(middleware.PoisonOriginalIDKey); o != m.ID || string(p.Payload) != "bad order" {
+			t.Fatalf("copy %s: original ID %q, payload %q", p.ID, o, p.Payload)
+		}
+	}
+
+	// The same handler poisons the same message again (say its ack was
+	// lost): the copy has the same ID, and the deduplicating broker keeps
+	// the one it has.
+	h := poison(fail)
+	ctx := router.WithHandlerInfo(context.Background(), "billing", "orders")
+	if _, err := h(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if again := e.drain("ops", "orders.poison"); len(again) != 0 {
+		t.Fatalf("a repeated poison of the same message by the same handler stored %d more copies (ID %s)", len(again), again[0].ID)
+	}
+}
+
+func TestPoisonIDIsANameBasedUUID(t *testing.T) {
+	id := middleware.PoisonID("0192d7a0-0000-7000-8000-000000000001", "billing", "orders")
+	if id != middleware.PoisonID("0192d7a0-0000-7000-8000-000000000001", "billing", "orders") {
+		t.Fatal("PoisonID is not deterministic")
+	}
+	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' || id[14] != '5' || !strings.ContainsRune("89ab", rune(id[19])) {
+		t.Fatalf("PoisonID = %q, want a version-5 UUID in its text form", id)
+	}
+	if strings.Trim(strings.ReplaceAll(id, "-", ""), "0123456789abcdef") != "" {
+		t.Fatalf("PoisonID = %q: not lower-case hex", id)
+	}
+	// Every part counts, and parts cannot be shifted into one another.
+	seen := map[string][3]string{}
+	for _, in := range [][3]string{
+		{"m1", "billing", "orders"}, {"m2", "billing", "orders"}, {"m1", "shipping", "orders"},
+		{"m1", "billing", "orders.eu"}, {"m1b", "illing", "orders"}, {"m1", "billingorders", ""},
+		{"", "", ""}, {"m1", "", "billingorders"},
+	} {
+		id := middleware.PoisonID(in[0], in[1], in[2])
+		if prev, dup := seen[id]; dup {
+			t.Fatalf("PoisonID%q = PoisonID%q = %s", in, prev, id)
+		}
+		seen[id] = in
+	}
+}

@@ -140,12 +140,19 @@ func decode(h natsgo.Header, data []byte, stream string, seq uint64) *relay.Mess
 	if m.Payload == nil {
 		m.Payload = []byte{}
 	}
-	md := relay.Metadata{}
-	var foreign []string
-	names := make([]string, 0, len(h))
+	// names are the headers that may give metadata: all but the adapter's
+	// own ID and Key headers with their one value.
+	var names []string
 	for name := range h {
-		names = append(names, name)
+		if !isOwnHeader(name) || len(h[name]) > 1 {
+			names = append(names, name)
+		}
 	}
+	var md relay.Metadata
+	if len(names) > 0 {
+		md = relay.Metadata{}
+	}
+	var foreign []string
 	slices.Sort(names) // a stable result when two headers claim one name
 	for _, name := range names {
 		vs := h[name]

@@ -32,6 +32,7 @@ func capabilities(maxPayload int) relay.Capabilities {
 		Replay:              false,
 		MaxMessageBytes:     maxPayload,
 		MaxBatch:            DefaultPublishBatch,
+		DeduplicatesByID:    true, // Nats-Msg-Id within the stream's duplicate window
 		RetainedBeforeGroup: "kept in the topic's stream (bounded by its limits) and read by groups created later, which start at the stream's first message",
 	}
 }

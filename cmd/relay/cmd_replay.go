@@ -13,16 +13,18 @@ import (
 // Metadata written by the router's PoisonQueue middleware
 // (middleware.PoisonTopicKey and its siblings, all with this prefix).
 const (
-	poisonTopicKey  = "relay-poison-topic"
-	poisonKeyPrefix = "relay-poison-"
+	poisonTopicKey      = "relay-poison-topic"
+	poisonOriginalIDKey = "relay-poison-original-id"
+	poisonKeyPrefix     = "relay-poison-"
 )
 
 func runReplay(e *env, args []string) int {
 	fs := newFlagSet(e, "replay", "URL POISON_TOPIC", `
 Move messages from a poison topic back to the topic they failed on, as
 recorded by the PoisonQueue middleware in the metadata key
-relay-poison-topic. Each message is published (same ID, Key, Payload and
-metadata, minus the relay-poison-* keys unless --keep-metadata) to --to
+relay-poison-topic. Each message is published (with the ID it had before
+it was poisoned, from relay-poison-original-id, and the same Key, Payload
+and metadata, minus the relay-poison-* keys unless --keep-metadata) to --to
 (default: URL without group=) and only then acked on the poison topic.
 
 Publishing is limited to --rate messages per second so that a fixed
@@ -156,6 +158,9 @@ loop:
 				next = next.Add(interval)
 			}
 			c := m.Copy()
+			if id := m.Metadata[poisonOriginalIDKey]; id != "" {
+				c.ID = id // the poison copy has an ID of its own
+			}
 			if !*keep {
 				for k := range c.Metadata {
 					if strings.HasPrefix(k, poisonKeyPrefix) {
@@ -167,7 +172,7 @@ loop:
 			err := pub.Publish(pctx, dest, c)
 			pcancel()
 			if err != nil {
-				fmt.Fprintf(e.stderr, "relay replay: publishing %s to %s: %v (left on %s)\n", m.ID, dest, err, poisonTopic)
+				fmt.Fprintf(e.stderr, "relay replay: publishing %s to %s: %v (left on %s)\n", c.ID, dest, err, poisonTopic)
 				_ = m.Nack()
 				code = exitFailure
 				break loop
@@ -177,7 +182,7 @@ loop:
 			}
 			replayed++
 			perTopic[dest]++
-			fmt.Fprintf(e.stdout, "replayed %s to %s\n", m.ID, dest)
+			fmt.Fprintf(e.stdout, "replayed %s to %s\n", c.ID, dest)
 		}
 	}
 	verb := "replayed"

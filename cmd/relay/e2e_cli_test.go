@@ -151,7 +151,7 @@ func TestPoisonAndReplay(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &pm); err != nil {
 		t.Fatal(err)
 	}
-	if pm.ID != big.ID || pm.Metadata["relay-poison-topic"] != in || pm.Metadata["relay-poison-handler"] != "poisoning" ||
+	if pm.ID == big.ID || pm.Metadata["relay-poison-original-id"] != big.ID || pm.Metadata["relay-poison-topic"] != in || pm.Metadata["relay-poison-handler"] != "poisoning" ||
 		pm.Metadata["relay-poison-permanent"] != "true" || !strings.Contains(pm.Metadata["relay-poison-reason"], "limit 1000") || deref(pm.Payload) != string(big.Payload) {
 		t.Errorf("poisoned copy: %.600s", stdout)
 	}
