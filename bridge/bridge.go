@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -39,6 +41,11 @@ type Bridge struct {
 	routes  []*route
 	closers []io.Closer // dedup store clients, closed when Run returns
 	started atomic.Bool
+
+	mu        sync.Mutex      // guards the three below, for Status
+	startedAt time.Time       // when Run began
+	stoppedAt time.Time       // when Run's routes had all stopped
+	runDone   <-chan struct{} // Run's ctx: closed once the bridge is stopping
 }
 
 func (b *Bridge) closeStores() {
@@ -113,6 +120,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.log.Info("bridge starting", "routes", len(b.routes))
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	b.mu.Lock()
+	b.startedAt, b.runDone = time.Now(), ctx.Done()
+	b.mu.Unlock()
+	// The monitor outlives ctx until every route drained, so that the
+	// drain is sampled and summarised too.
+	monCtx, stopMonitor := context.WithCancel(context.Background())
+	monDone := make(chan struct{})
+	go func() {
+		defer close(monDone)
+		b.monitor(monCtx, b.cfg.Log.SummaryInterval)
+	}()
 	var wg sync.WaitGroup
 	errs := make([]error, len(b.routes))
 	for i, r := range b.routes {
@@ -134,6 +152,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	b.mu.Lock()
+	b.stoppedAt = time.Now()
+	b.mu.Unlock()
+	stopMonitor()
+	<-monDone
 	b.closeStores()
 	err := errors.Join(errs...)
 	if err != nil {
@@ -162,8 +185,9 @@ func (b *Bridge) Ready() error {
 //	/healthz  200 "ok" while the process runs (liveness)
 //	/readyz   200 "ready" when Ready is nil, else 503 with the reasons
 //	/metrics  Prometheus metrics
+//	/routes   the Status of every route as JSON (docs/bridge.md)
 //
-// Reasons never contain passwords.
+// Reasons and errors never contain passwords.
 func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -180,17 +204,25 @@ func (b *Bridge) Handler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(b.reg, promhttp.HandlerOpts{Registry: b.reg}))
+	mux.HandleFunc("/routes", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(b.Status())
+	})
 	return mux
 }
 
-// redactAll redacts every URL-looking word of s, as a last line of
-// defence: adapters' errors are expected to carry redacted URLs already.
+// redactAll redacts every URL-looking word of s (a password or a secret
+// query parameter), as a last line of defence: adapters' errors are
+// expected to carry redacted URLs already.
 func redactAll(s string) string {
 	lines := strings.Split(s, "\n")
 	for l, line := range lines {
 		words := strings.Split(line, " ")
 		for i, w := range words {
-			if strings.Contains(w, "://") && strings.Contains(w, "@") {
+			if strings.Contains(w, "://") {
 				trimmed := strings.Trim(w, `"'(),;`)
 				words[i] = strings.Replace(w, trimmed, relay.Redact(trimmed), 1)
 			}

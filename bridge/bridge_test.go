@@ -267,15 +267,26 @@ func TestReadyzAndMetrics(t *testing.T) {
 	}
 	publish(t, a, "t", relay.NewMessage([]byte("x")), relay.NewMessage([]byte("y")))
 	consume(t, b, "r", "t", 2)
-	_, metrics := get("/metrics")
-	for _, want := range []string{
+	// The copies can arrive before the route counted them: wait.
+	wants := []string{
 		`relay_bridge_forwarded_total{route="orders"} 2`,
 		`relay_bridge_forward_seconds_count{route="orders"} 2`,
 		`relay_bridge_in_flight{route="orders"} 0`,
 		`relay_bridge_endpoint_up{end="source",route="orders"} 1`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %q", want)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, metrics := get("/metrics")
+		var missing []string
+		for _, want := range wants {
+			if !strings.Contains(metrics, want) {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %q after 30s", missing)
 		}
 	}
 	if err := stop(); err != nil {

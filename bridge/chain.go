@@ -95,15 +95,21 @@ func rejected(err error) bool {
 	return errors.Is(err, relay.ErrLimit) || errors.Is(err, relay.ErrInvalidTopic) || errors.Is(err, relay.ErrNotSupported)
 }
 
-// observe keeps the in-flight gauge and counts what happened to each
+// observe keeps the in-flight gauges, records the last error and counts what happened to each
 // delivery, including what the middleware inside did.
 func (r *route) observe(next router.Handler) router.Handler {
 	return func(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
+		size := float64(len(m.Payload))
 		r.m.inFlight.Inc()
-		defer r.m.inFlight.Dec()
+		r.m.inFlightBytes.Add(size)
+		defer func() {
+			r.m.inFlight.Dec()
+			r.m.inFlightBytes.Sub(size)
+		}()
 		outs, err := next(middleware.WithObserver(ctx, routeObserver{r}), m)
 		if err != nil {
 			r.m.failed.Inc()
+			r.fail(err)
 		}
 		return outs, err
 	}
@@ -113,11 +119,13 @@ type routeObserver struct{ r *route }
 
 func (o routeObserver) Retried(_ context.Context, m *relay.Message, ev middleware.RetryEvent) {
 	o.r.m.retries.Inc()
+	o.r.fail(ev.Err)
 	o.r.log.Debug("retrying publish", "id", m.ID, "attempt", ev.Attempt, "delay", ev.Delay, "err", ev.Err)
 }
 
 func (o routeObserver) Poisoned(_ context.Context, m *relay.Message, err error) {
 	o.r.m.poisoned.Inc()
+	o.r.fail(err)
 	o.r.log.Warn("message moved to the poison topic", "id", m.ID, "poison_topic", o.r.cfg.Poison.Topic, "err", err)
 }
 

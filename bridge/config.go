@@ -27,6 +27,7 @@ const (
 	DefaultPublishTimeout  = 30 * time.Second
 	DefaultLogLevel        = "info"
 	DefaultLogFormat       = "text"
+	DefaultSummaryInterval = 30 * time.Second
 	DefaultDedupTTL        = 24 * time.Hour
 	DefaultRetryAttempts   = 5
 	DefaultRetryInitial    = 100 * time.Millisecond
@@ -61,6 +62,30 @@ type LogConfig struct {
 	Level string
 	// Format is text or json ("format"). Default text.
 	Format string
+	// SummaryInterval is how often Run logs one "route summary" line per
+	// route (state, forwarded, rate, in flight, lag, retries, poisoned,
+	// last error; see Status) at info level ("summary_interval").
+	// Default 30s; negative disables the lines (in YAML: 0 or off, see
+	// ParseSummaryInterval).
+	SummaryInterval time.Duration
+}
+
+// ParseSummaryInterval parses the YAML and command-line form of
+// LogConfig.SummaryInterval: a positive duration such as 30s or 1m, or
+// "0" or "off", which disable the summary (a negative result).
+func ParseSummaryInterval(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "off" || s == "0" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q: want a duration such as 30s or 1m, or off", s)
+	}
+	if d == 0 {
+		return -1, nil
+	}
+	return d, nil
 }
 
 // HTTPConfig configures the endpoint serving /healthz, /readyz and
@@ -196,6 +221,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = DefaultLogFormat
+	}
+	if c.Log.SummaryInterval == 0 {
+		c.Log.SummaryInterval = DefaultSummaryInterval
 	}
 	if c.HTTP.Address == "" {
 		c.HTTP.Address = DefaultHTTPAddress

@@ -141,6 +141,7 @@ func TestParseSyntaxAndShapeErrors(t *testing.T) {
 		{"bad duration", "shutdown_timeout: soon\nroutes: []\n", `f.yaml:1:19: shutdown_timeout: "soon": want a duration such as 500ms, 30s or 5m`},
 		{"self loop", "routes:\n- name: r\n  from: {url: 'mem://a?group=g', topic: t}\n  to: {url: 'mem://a'}\n", "f.yaml:4:7: routes[0].to: route forwards t to itself"},
 		{"group mismatch", "routes:\n- name: r\n  from: {url: 'mem://a?group=g', topic: t, group: h}\n  to: {url: 'mem://b'}\n", `f.yaml:3:51: routes[0].from.group: "h" differs from group="g" in the URL`},
+		{"bad summary interval", "log: {summary_interval: -5s}\nroutes: []\n", `f.yaml:1:25: log.summary_interval: "-5s": want a duration such as 30s or 1m, or off`},
 		{"bad env syntax", "name: ${1X}\nroutes: []\n", `f.yaml:1:7: name: invalid environment variable name "1X" in ${1X} (want letters, digits and _, not starting with a digit)`},
 	}
 	for _, tc := range cases {
@@ -160,6 +161,26 @@ func TestParseSyntaxAndShapeErrors(t *testing.T) {
 				t.Errorf("problems %v\nwant one starting with %q", ce.Problems, tc.want)
 			}
 		})
+	}
+}
+
+// log.summary_interval takes a duration, or 0 or off to disable the
+// summary lines; it defaults to 30s.
+func TestParseSummaryInterval(t *testing.T) {
+	for src, want := range map[string]time.Duration{
+		"":                               bridge.DefaultSummaryInterval,
+		"log: {summary_interval: 45s}\n": 45 * time.Second,
+		"log: {summary_interval: off}\n": -1,
+		"log: {summary_interval: 0}\n":   -1,
+		"log: {summary_interval: 0s}\n":  -1,
+	} {
+		c, err := bridge.Parse([]byte(src+"routes: [{name: r, from: {url: 'mem://a', topic: t, group: g}, to: {url: 'mem://b'}}]\n"), "f.yaml", env(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if got := c.WithDefaults().Log.SummaryInterval; got != want {
+			t.Errorf("%q: SummaryInterval = %v, want %v", src, got, want)
+		}
 	}
 }
 

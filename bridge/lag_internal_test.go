@@ -142,6 +142,10 @@ func TestSourceLagGauge(t *testing.T) {
 	if got != fmt.Sprint(n) {
 		t.Fatalf("%s = %s while the route holds %d unacked messages, want %d", lagName, got, n, n)
 	}
+	// Status reports the same, and the held messages' payload bytes.
+	if rs := b.Status().Routes[0]; rs.SourceLag == nil || *rs.SourceLag != n || rs.InFlight != n || rs.InFlightBytes != n {
+		t.Fatalf("Status: source_lag %v, in_flight %d, in_flight_bytes %d; want %d, %d, %d", rs.SourceLag, rs.InFlight, rs.InFlightBytes, n, n, n)
+	}
 	unblock()
 	wait(lagName, is("0"), "0")
 	stop()

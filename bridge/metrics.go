@@ -13,6 +13,7 @@ type metrics struct {
 	looped     *prometheus.CounterVec
 	duplicates *prometheus.CounterVec
 	inFlight   *prometheus.GaugeVec
+	inFlightB  *prometheus.GaugeVec
 	latency    *prometheus.HistogramVec
 	age        *prometheus.GaugeVec
 	lag        *prometheus.GaugeVec
@@ -52,6 +53,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Messages acked without forwarding because dedup had seen their ID."),
 		inFlight: gaugeVec("relay_bridge_in_flight",
 			"Messages received from the source and not yet settled."),
+		inFlightB: gaugeVec("relay_bridge_in_flight_bytes",
+			"Payload bytes of the messages received from the source and not yet settled."),
 		latency: histogramVec("relay_bridge_forward_seconds",
 			"Time from receiving a message to the destination confirming it.",
 			prometheus.ExponentialBuckets(0.0005, 2, 16)), // 0.5ms .. 16s
@@ -60,29 +63,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lag: gaugeVec("relay_bridge_source_lag_messages",
 			"Messages waiting at the source for the route's group, where the source adapter reports it (relay.LagReporter)."),
 	}
-	reg.MustRegister(m.forwarded, m.failed, m.retries, m.poisoned, m.looped, m.duplicates, m.inFlight, m.latency, m.age, m.lag)
+	reg.MustRegister(m.forwarded, m.failed, m.retries, m.poisoned, m.looped, m.duplicates, m.inFlight, m.inFlightB, m.latency, m.age, m.lag)
 	return m
 }
 
 // routeMetrics are the series of one route.
 type routeMetrics struct {
 	forwarded, failed, retries, poisoned, looped, duplicates prometheus.Counter
-	inFlight, age, lag                                       prometheus.Gauge
+	inFlight, inFlightBytes, age, lag                        prometheus.Gauge
 	latency                                                  prometheus.Observer
 }
 
 func (m *metrics) route(name string) routeMetrics {
 	return routeMetrics{
-		forwarded:  m.forwarded.WithLabelValues(name),
-		failed:     m.failed.WithLabelValues(name),
-		retries:    m.retries.WithLabelValues(name),
-		poisoned:   m.poisoned.WithLabelValues(name),
-		looped:     m.looped.WithLabelValues(name),
-		duplicates: m.duplicates.WithLabelValues(name),
-		inFlight:   m.inFlight.WithLabelValues(name),
-		age:        m.age.WithLabelValues(name),
-		lag:        m.lag.WithLabelValues(name),
-		latency:    m.latency.WithLabelValues(name),
+		forwarded:     m.forwarded.WithLabelValues(name),
+		failed:        m.failed.WithLabelValues(name),
+		retries:       m.retries.WithLabelValues(name),
+		poisoned:      m.poisoned.WithLabelValues(name),
+		looped:        m.looped.WithLabelValues(name),
+		duplicates:    m.duplicates.WithLabelValues(name),
+		inFlight:      m.inFlight.WithLabelValues(name),
+		inFlightBytes: m.inFlightB.WithLabelValues(name),
+		age:           m.age.WithLabelValues(name),
+		lag:           m.lag.WithLabelValues(name),
+		latency:       m.latency.WithLabelValues(name),
 	}
 }
 

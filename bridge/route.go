@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-relay/relay"
@@ -39,6 +40,13 @@ type route struct {
 	mu      sync.Mutex
 	sess    *session
 	lastErr error
+
+	// Read by Status; written without a lock the forwarding path takes.
+	phase       atomic.Int32 // phaseStopped, phaseStarting, phaseRetrying
+	lastFailure atomic.Pointer[failure]
+	lag         atomic.Int64 // valid when lagKnown
+	lagKnown    atomic.Bool
+	rates       rateRing
 }
 
 // session is one connected run of a route.
@@ -105,12 +113,15 @@ func withQuery(raw string, edit func(url.Values)) string {
 // clean drain and router.ErrCloseTimeout (wrapped) when in-flight messages
 // outlived the shutdown timeout.
 func (r *route) run(ctx context.Context) error {
+	defer r.phase.Store(phaseStopped)
 	bo := backoff.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
 	for {
+		r.phase.Store(phaseStarting)
 		connected, err := r.session(ctx)
 		if ctx.Err() != nil {
 			return err
 		}
+		r.fail(err)
 		if !connected && badEndpoint(err) {
 			// Retrying cannot fix a URL the adapter refuses (Validate
 			// catches these first for adapters that implement
@@ -123,6 +134,7 @@ func (r *route) run(ctx context.Context) error {
 			bo.Reset()
 		}
 		r.setErr(err)
+		r.phase.Store(phaseRetrying)
 		r.log.Error("route stopped; reconnecting", "err", err, "attempt", bo.Attempts()+1)
 		if !bo.Sleep(ctx) {
 			return nil
@@ -246,9 +258,10 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	return connected, err
 }
 
-// poll refreshes the lag gauge until ctx is done, when the source
-// reports lag (relay.LagReporter). A source that answers ErrNotSupported
-// is not asked again; other errors leave the gauge at its last value.
+// poll refreshes the lag gauge (and the source lag of Status) until ctx
+// is done, when the source reports lag (relay.LagReporter). A source that
+// answers ErrNotSupported is not asked again and its lag is unknown; other
+// errors leave the last value.
 func (r *route) poll(ctx context.Context, sub relay.Subscriber) {
 	lr, ok := sub.(relay.LagReporter)
 	if !ok {
@@ -262,8 +275,11 @@ func (r *route) poll(ctx context.Context, sub relay.Subscriber) {
 		cancel()
 		switch {
 		case err == nil:
+			r.lag.Store(n)
+			r.lagKnown.Store(true)
 			r.m.lag.Set(float64(n))
 		case errors.Is(err, relay.ErrNotSupported):
+			r.lagKnown.Store(false)
 			return
 		default:
 			r.log.Debug("source lag unknown", "err", err)
@@ -281,6 +297,22 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// subscribed reports whether the session's router runs: subscribed to
+// the source and not stopped.
+func (s *session) subscribed() bool {
+	select {
+	case <-s.rt.Running():
+	default:
+		return false
+	}
+	select {
+	case <-s.rt.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 func (s *session) sourceErr() error {

@@ -273,6 +273,21 @@ func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	}
 }
 
+func (d *decoder) summaryInterval(dst *time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v, ok := d.scalar(n, path, "a duration or off")
+		if !ok || v == "" {
+			return
+		}
+		t, err := ParseSummaryInterval(v)
+		if err != nil {
+			d.p.at(posOf(n), path, "%v", err)
+			return
+		}
+		*dst = t
+	}
+}
+
 func (d *decoder) bool(dst *bool) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		v, ok := d.scalar(n, path, "true or false")
@@ -298,7 +313,8 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		field{"log", func(n *yaml.Node, path string) {
 			d.mapping(n, path,
 				field{"level", d.str(&c.Log.Level)},
-				field{"format", d.str(&c.Log.Format)})
+				field{"format", d.str(&c.Log.Format)},
+				field{"summary_interval", d.summaryInterval(&c.Log.SummaryInterval)})
 		}},
 		field{"http", func(n *yaml.Node, path string) {
 			d.mapping(n, path,

@@ -69,8 +69,10 @@ func runBridge(e *env, args []string) int {
 Run the bridge daemon: forward every route of the config until SIGTERM or
 SIGINT, then drain (messages in flight reach their destination and are
 acked; messages received but not started go back to their group) and exit.
-Logs go to stderr. /healthz, /readyz and /metrics are served on the
-config's http.address (default 127.0.0.1:9470, loopback only).
+Logs go to stderr, with one "route summary" line per route every
+log.summary_interval (default 30s). /healthz, /readyz, /metrics and /routes
+(the live view that "relay status" prints) are served on the config's
+http.address (default 127.0.0.1:9470, loopback only).
 
 With --dry-run, connect to every endpoint, print whether it is reachable and
 exit (0: all reachable, 4: some are not) without forwarding anything.`)
@@ -78,9 +80,10 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 	fs.StringVar(file, "config", "", "config `file` (same as -c)")
 	dryRun := fs.Bool("dry-run", false, "check that every endpoint is reachable, then exit")
 	timeout := fs.Duration("timeout", 15*time.Second, "bound for --dry-run")
-	httpAddr := fs.String("http", "", "listen `address` for /healthz, /readyz, /metrics (overrides http.address; \"off\" disables)")
+	httpAddr := fs.String("http", "", "listen `address` for /healthz, /readyz, /metrics, /routes (overrides http.address; \"off\" disables)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
 	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
+	summary := fs.String("log-summary-interval", "", "how often to log a summary line per route, e.g. 1m; 0 or off disables (overrides log.summary_interval; default 30s)")
 	if code, ok := parse(fs, args, 0, 0); !ok {
 		return code
 	}
@@ -90,7 +93,15 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 	}
 	// The flags are checked before the file, and as flags: a bad value is
 	// the command line's mistake (exit 2), not a line of the config file.
-	if msg := checkBridgeFlags(*httpAddr, *logLevel, *logFormat); msg != "" {
+	msg := checkBridgeFlags(*httpAddr, *logLevel, *logFormat)
+	var summaryEvery time.Duration
+	if *summary != "" {
+		var err error
+		if summaryEvery, err = bridge.ParseSummaryInterval(*summary); err != nil {
+			msg = strings.TrimPrefix(msg+"; ", "; ") + "--log-summary-interval " + err.Error()
+		}
+	}
+	if msg != "" {
 		return usageErr(e, "bridge", msg)
 	}
 	cfg, code := loadConfig(e, *file)
@@ -109,6 +120,9 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 	}
 	if *logFormat != "" {
 		cfg.Log.Format = *logFormat
+	}
+	if summaryEvery != 0 {
+		cfg.Log.SummaryInterval = summaryEvery
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(e.stderr, err)
@@ -134,11 +148,11 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 	if hc := b.Config().HTTP; !hc.Disabled {
 		ln, err := net.Listen("tcp", hc.Address)
 		if err != nil {
-			log.Error("cannot listen for /healthz, /readyz, /metrics", "address", hc.Address, "err", err)
+			log.Error("cannot listen for /healthz, /readyz, /metrics, /routes", "address", hc.Address, "err", err)
 			return exitFailure
 		}
 		srv = &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		log.Info("serving /healthz, /readyz, /metrics", "address", ln.Addr().String())
+		log.Info("serving /healthz, /readyz, /metrics, /routes", "address", ln.Addr().String())
 		go func() { srvDone <- srv.Serve(ln) }()
 	}
 	err = b.Run(ctx)

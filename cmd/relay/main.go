@@ -9,9 +9,11 @@
 //	relay bench    URL TOPIC                    measure throughput and latency
 //	relay replay   URL POISON_TOPIC --group G   send poisoned messages back
 //	relay provision URL TOPIC --group G         create a topic and a group
+//	relay status   [--http ADDR]                print a running bridge's routes
 //
 // Every command takes --help. Exit codes: 0 success; 1 runtime failure
-// (cannot connect, publish failed, timeout, drain timed out); 2 usage error
+// (cannot connect, publish failed, timeout, drain timed out, no bridge
+// answers relay status); 2 usage error
 // (unknown command or flag, bad flag value, bad URL, missing --group, empty
 // topic); 3 invalid config file; 4 dry run found an unreachable endpoint.
 // See docs/bridge.md.
@@ -58,6 +60,7 @@ func init() {
 		{"bench", "measure publish and consume throughput and latency", runBench},
 		{"replay", "move messages from a poison topic back to their origin", runReplay},
 		{"provision", "create a topic and a consumer group so that messages are kept for it", runProvision},
+		{"status", "print the routes of a running bridge: state, rates, in flight, lag, errors", runStatus},
 		{"version", "print the version and the URL schemes this binary supports", runVersion},
 	}
 }
@@ -124,7 +127,8 @@ URLs: %s
 const exitCodesHelp = `
 Exit codes:
   0  success
-  1  runtime failure: cannot connect, publish failed, timeout, drain timed out
+  1  runtime failure: cannot connect, publish failed, timeout, drain timed out,
+     no bridge answers (relay status)
   2  usage error: unknown command or flag, bad flag value, missing or bad
      argument: bad URL (unknown scheme or parameter), missing --group,
      empty topic, mem:// outside relay bench
