@@ -88,16 +88,16 @@ type SubscriberConfig struct {
 func (c *StreamConfig) Validate() error {
 	var errs []error
 	if c.Stream != "" && !validName(c.Stream) {
-		errs = append(errs, fmt.Errorf("nats: Stream %q is not a valid stream name (no '.', '*', '>', '/', '\\' or whitespace)", c.Stream))
+		errs = append(errs, fmt.Errorf("relay/nats: Stream %q is not a valid stream name (no '.', '*', '>', '/', '\\' or whitespace)", c.Stream))
 	}
 	if c.Storage != "" && c.Storage != StorageFile && c.Storage != StorageMemory {
-		errs = append(errs, fmt.Errorf("nats: Storage %q is neither %q nor %q", c.Storage, StorageFile, StorageMemory))
+		errs = append(errs, fmt.Errorf("relay/nats: Storage %q is neither %q nor %q", c.Storage, StorageFile, StorageMemory))
 	}
 	if c.Replicas < 0 || c.MaxAge < 0 || c.MaxMsgs < 0 || c.MaxBytes < 0 || c.DuplicateWindow < 0 {
-		errs = append(errs, errors.New("nats: Replicas, MaxAge, MaxMsgs, MaxBytes and DuplicateWindow must not be negative"))
+		errs = append(errs, errors.New("relay/nats: Replicas, MaxAge, MaxMsgs, MaxBytes and DuplicateWindow must not be negative"))
 	}
 	if c.MaxAge > 0 && cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow) > c.MaxAge {
-		errs = append(errs, fmt.Errorf("nats: DuplicateWindow %v exceeds MaxAge %v (JetStream refuses such a stream)", cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow), c.MaxAge))
+		errs = append(errs, fmt.Errorf("relay/nats: DuplicateWindow %v exceeds MaxAge %v (JetStream refuses such a stream)", cmp.Or(c.DuplicateWindow, DefaultDuplicateWindow), c.MaxAge))
 	}
 	return errors.Join(errs...)
 }
@@ -113,16 +113,16 @@ func (c *StreamConfig) defaults() {
 func (c *SubscriberConfig) Validate() error {
 	var errs []error
 	if c.Group == "" {
-		errs = append(errs, errors.New("nats: Group is required: the name of this subscriber's group of competing consumers"))
+		errs = append(errs, errors.New("relay/nats: Group is required: the name of this subscriber's group of competing consumers"))
 	}
 	if c.InFlight < 0 || c.MaxDeliver < 0 || c.MaxAckPending < 0 {
-		errs = append(errs, errors.New("nats: InFlight, MaxDeliver and MaxAckPending must not be negative"))
+		errs = append(errs, errors.New("relay/nats: InFlight, MaxDeliver and MaxAckPending must not be negative"))
 	}
 	if c.AckWait != 0 && c.AckWait < time.Second {
-		errs = append(errs, fmt.Errorf("nats: AckWait %v is below 1s", c.AckWait))
+		errs = append(errs, fmt.Errorf("relay/nats: AckWait %v is below 1s", c.AckWait))
 	}
 	if c.FetchWait != 0 && (c.FetchWait < 10*time.Millisecond || c.FetchWait > 10*time.Second) {
-		errs = append(errs, fmt.Errorf("nats: FetchWait %v is outside 10ms..10s", c.FetchWait))
+		errs = append(errs, fmt.Errorf("relay/nats: FetchWait %v is outside 10ms..10s", c.FetchWait))
 	}
 	return errors.Join(errs...)
 }

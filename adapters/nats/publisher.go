@@ -70,7 +70,7 @@ func (s *streams) name(ctx context.Context, topic string) (string, error) {
 		Duplicates:  s.cfg.DuplicateWindow,
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return "", fmt.Errorf("nats: creating stream %q for topic %q: %w", name, topic, err)
+		return "", fmt.Errorf("relay/nats: creating stream %q for topic %q: %w", name, topic, err)
 	}
 	s.mu.Lock()
 	s.have[topic] = name
@@ -136,7 +136,7 @@ func (d *pubDriver) Health() error { return connHealth(d.nc) }
 
 func connHealth(nc *natsgo.Conn) error {
 	if st := nc.Status(); st != natsgo.CONNECTED {
-		return fmt.Errorf("nats: connection is %s", st)
+		return fmt.Errorf("relay/nats: connection is %s", st)
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 				return failAll(failed, todo, err)
 			}
 			if !bo.Sleep(ctx) {
-				return failAll(failed, todo, fmt.Errorf("nats: %w (last error: %v)", ctx.Err(), err))
+				return failAll(failed, todo, fmt.Errorf("relay/nats: %w (last error: %v)", ctx.Err(), err))
 			}
 			continue
 		}
@@ -193,7 +193,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		if !bo.Sleep(ctx) {
 			for _, m := range retry {
-				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("nats: %w (last error: %v)", ctx.Err(), lastErr)})
+				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("relay/nats: %w (last error: %v)", ctx.Err(), lastErr)})
 			}
 			break
 		}
@@ -259,9 +259,9 @@ func transient(err error) bool {
 
 func publishErr(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("nats: %w: %v", cerr, err)
+		return fmt.Errorf("relay/nats: %w: %v", cerr, err)
 	}
-	return fmt.Errorf("nats: publish: %w", err)
+	return fmt.Errorf("relay/nats: publish: %w", err)
 }
 
 func failAll(failed []relay.MessageFailure, msgs []*relay.Message, err error) error {

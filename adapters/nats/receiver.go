@@ -116,9 +116,9 @@ func ackInfo(reply string) (delivered, streamSeq uint64, ok bool) {
 
 func fetchErr(err error) error {
 	if errors.Is(err, natsgo.ErrConnectionClosed) {
-		return fmt.Errorf("nats: %w: %v", relay.ErrClosed, err)
+		return fmt.Errorf("relay/nats: %w: %v", relay.ErrClosed, err)
 	}
-	return fmt.Errorf("nats: pull request: %w", err)
+	return fmt.Errorf("relay/nats: pull request: %w", err)
 }
 
 // collect reads every message of b until its pull request ends.
@@ -142,7 +142,7 @@ func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) 
 		})
 	}
 	if err := b.Error(); err != nil && len(out) == 0 {
-		return nil, fmt.Errorf("nats: pull request: %w", err)
+		return nil, fmt.Errorf("relay/nats: pull request: %w", err)
 	}
 	return out, nil
 }
@@ -188,7 +188,7 @@ func (r *receiver) settle(ctx context.Context, batch []driver.Settle, flush bool
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("nats: settling %d messages: %w", len(batch), errors.Join(errs...))
+		return fmt.Errorf("relay/nats: settling %d messages: %w", len(batch), errors.Join(errs...))
 	}
 	return nil
 }
@@ -237,7 +237,7 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("nats: extending %d leases: %w", len(handles), errors.Join(errs...))
+		return fmt.Errorf("relay/nats: extending %d leases: %w", len(handles), errors.Join(errs...))
 	}
 	return nil
 }
@@ -251,7 +251,7 @@ func (r *receiver) flush(ctx context.Context) error {
 		defer cancel()
 	}
 	if err := r.nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("nats: flush: %w", err)
+		return fmt.Errorf("relay/nats: flush: %w", err)
 	}
 	return nil
 }

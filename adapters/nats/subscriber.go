@@ -93,13 +93,13 @@ func (d *subDriver) consumer(ctx context.Context, topic string) (jetstream.Consu
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if d.streams.cfg.Stream != "" {
-			return nil, "", fmt.Errorf("nats: stream %q (stream=) does not exist; create it with subject %q, or leave stream= out to let relay create one per topic", stream, topic)
+			return nil, "", fmt.Errorf("relay/nats: stream %q (stream=) does not exist; create it with subject %q, or leave stream= out to let relay create one per topic", stream, topic)
 		}
 		d.streams.forget(topic)
-		return nil, "", fmt.Errorf("nats: stream %q of topic %q was deleted; retrying creates it: %w", stream, topic, err)
+		return nil, "", fmt.Errorf("relay/nats: stream %q of topic %q was deleted; retrying creates it: %w", stream, topic, err)
 	}
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, "", fmt.Errorf("nats: looking up consumer %q on stream %q: %w", name, stream, err)
+		return nil, "", fmt.Errorf("relay/nats: looking up consumer %q on stream %q: %w", name, stream, err)
 	}
 	maxDeliver := d.cfg.MaxDeliver
 	if maxDeliver <= 0 {
@@ -119,7 +119,7 @@ func (d *subDriver) consumer(ctx context.Context, topic string) (jetstream.Consu
 		c, err = d.js.Consumer(ctx, stream, name) // created meanwhile by another subscriber
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("nats: creating consumer %q on stream %q: %w", name, stream, err)
+		return nil, "", fmt.Errorf("relay/nats: creating consumer %q on stream %q: %w", name, stream, err)
 	}
 	return c, stream, nil
 }
@@ -150,24 +150,24 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	case err == nil:
 		info, err := c.Info(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("nats: reading consumer info: %w", err)
+			return 0, fmt.Errorf("relay/nats: reading consumer info: %w", err)
 		}
 		return int64(info.NumPending) + int64(info.NumAckPending), nil
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return 0, nil
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return 0, fmt.Errorf("nats: looking up the group's consumer: %w", err)
+		return 0, fmt.Errorf("relay/nats: looking up the group's consumer: %w", err)
 	}
 	s, err := d.js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("nats: looking up stream %q: %w", stream, err)
+		return 0, fmt.Errorf("relay/nats: looking up stream %q: %w", stream, err)
 	}
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(topic))
 	if err != nil {
-		return 0, fmt.Errorf("nats: reading stream info of %q: %w", stream, err)
+		return 0, fmt.Errorf("relay/nats: reading stream info of %q: %w", stream, err)
 	}
 	if n, ok := info.State.Subjects[topic]; ok {
 		return int64(n), nil

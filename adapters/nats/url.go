@@ -142,12 +142,12 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 	}
 	nc, err := connect(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
 	}
 	pub, err := newPublisher(nc, c.stream, true)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
 	}
 	return pub, nil
 }
@@ -160,12 +160,12 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 	}
 	nc, err := connect(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
 	}
 	sub, err := newSubscriber(nc, c.stream, c.sub, true)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
 	}
 	return sub, nil
 }
