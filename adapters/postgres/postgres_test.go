@@ -355,3 +355,74 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAcksReachDatabaseWhileRunning: acks are sent with the claim that
+// follows them (see receiver.Settle); with polling practically off, a
+// subscription that waits for messages still sends its acks at once, and
+// a Nack sends the acks taken before it: the delivery rows of the acked
+// messages and their message rows are gone while the subscription runs.
+func TestAcksReachDatabaseWhileRunning(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topic, group := relaytest.Unique("acks-running"), relaytest.Unique("g")
+	sub := openSub(t, group, "poll", "1h")
+	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	pub := openPub(t)
+	msgs := []*relay.Message{relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c"))}
+	if err := pub.Publish(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*relay.Message
+	for range msgs {
+		got = append(got, next(t, ch))
+	}
+	pool := rawPool(t)
+	countOf := func(query string, args ...any) int {
+		var n int
+		if err := pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	rowsOf := func(ids ...string) int {
+		return countOf("SELECT count(*) FROM "+table("messages")+" WHERE topic = $1 AND relay_id = ANY($2)", topic, ids)
+	}
+	deliveries := func() int {
+		return countOf("SELECT count(*) FROM "+table("deliveries")+" WHERE topic = $1", topic)
+	}
+	// The receiver has claimed everything and waits for a notification.
+	if err := got[0].Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "message row removed after an ack while idle", func() bool { return rowsOf(got[0].ID) == 0 })
+	if n := deliveries(); n != 2 {
+		t.Fatalf("%d delivery rows after one of three acks, want 2", n)
+	}
+	if err := got[1].Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if err := got[2].Nack(); err != nil {
+		t.Fatal(err)
+	}
+	again := next(t, ch)
+	if again.ID != got[2].ID || again.Attempt() != 2 {
+		t.Fatalf("after the nack got %s attempt %d, want %s attempt 2", again.ID, again.Attempt(), got[2].ID)
+	}
+	waitFor(t, "message row removed after an ack followed by a nack", func() bool { return rowsOf(got[1].ID) == 0 })
+	if n := deliveries(); n != 1 {
+		t.Fatalf("%d delivery rows with one message unsettled, want 1", n)
+	}
+	if err := again.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every row removed", func() bool { return deliveries() == 0 && rowsOf(got[2].ID) == 0 })
+	cancel()
+	for range ch {
+	}
+}
