@@ -426,3 +426,66 @@ func TestAcksReachDatabaseWhileRunning(t *testing.T) {
 	for range ch {
 	}
 }
+
+// TestSubscribeSweepsLeftoverRows: message rows that no group needs (left
+// by a group whose delivery rows were deleted by hand) at the head of a
+// topic are deleted by the next Subscribe; the rows a group still needs
+// stay and are delivered.
+func TestSubscribeSweepsLeftoverRows(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topic, group, dropped := relaytest.Unique("sweep"), relaytest.Unique("g"), relaytest.Unique("dropped")
+	sub := openSub(t, group)
+	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	pool := rawPool(t)
+	// Five messages only the dropped group had, then two for both.
+	if _, err := pool.Exec(ctx, rawGroup, topic, dropped); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+table("groups")+" WHERE topic = $1 AND name = $2", topic, group); err != nil {
+		t.Fatal(err)
+	}
+	pub := openPub(t)
+	for range 5 {
+		if err := pub.Publish(ctx, topic, relay.NewMessage([]byte("left over"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, rawGroup, topic, group); err != nil {
+		t.Fatal(err)
+	}
+	kept := []*relay.Message{relay.NewMessage([]byte("kept 1")), relay.NewMessage([]byte("kept 2"))}
+	if err := pub.Publish(ctx, topic, kept...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+table("deliveries")+" WHERE topic = $1 AND group_name = $2", topic, dropped); err != nil {
+		t.Fatal(err)
+	}
+	messages := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table("messages")+" WHERE topic = $1", topic).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := messages(); n != 7 {
+		t.Fatalf("%d message rows before Subscribe, want 7", n)
+	}
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := messages(); n != 2 {
+		t.Fatalf("%d message rows after Subscribe, want the 2 the group needs", n)
+	}
+	for _, w := range kept {
+		if m := next(t, ch); m.ID != w.ID {
+			t.Fatalf("got %s (%s), want %s", m.ID, m.Payload, w.ID)
+		}
+	}
+	cancel()
+	for range ch {
+	}
+}

@@ -79,8 +79,8 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 }
 
 // Subscribe implements driver.SubscribeDriver: it provisions the group,
-// removes a bounded batch of message rows of topic that no group needs
-// any more, and starts a receiver.
+// removes those of the topic's 1000 oldest message rows that no group
+// needs any more, and starts a receiver.
 func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
