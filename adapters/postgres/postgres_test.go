@@ -357,10 +357,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestAcksReachDatabaseWhileRunning: acks are sent with the claim that
-// follows them (see receiver.Settle); with polling practically off, a
-// subscription that waits for messages still sends its acks at once, and
-// a Nack sends the acks taken before it: the delivery rows of the acked
-// messages and their message rows are gone while the subscription runs.
+// follows them (see receiver.Settle); with polling practically off, an
+// ack made once everything is claimed, and an ack followed by a Nack,
+// remove their rows while the subscription runs. (That a waiting claim
+// is woken for them is TestSettleWakesWaitingReceive.)
 func TestAcksReachDatabaseWhileRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
