@@ -138,6 +138,7 @@ type fakeRecv struct {
 	wake     chan struct{}
 	maxAsked int
 	settled  []Settle
+	calls    []int // length of each Settle batch
 	released []any
 	extended [][]any
 	closed   bool
@@ -193,6 +194,7 @@ func (r *fakeRecv) Settle(_ context.Context, b []Settle) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.settled = append(r.settled, b...)
+	r.calls = append(r.calls, len(b))
 	return nil
 }
 func (r *fakeRecv) Release(_ context.Context, h []any) error {

@@ -117,10 +117,19 @@ type Options struct {
 	// be sent by then is logged; the broker redelivers it after its own
 	// timeout. Default DefaultCloseTimeout (5s).
 	CloseTimeout time.Duration
-	// SettleLinger is how long settlements may wait to fill a batch of half
-	// the window before they are sent; they are sent at once
+	// SettleLinger is how long settlements may wait to fill a batch of
+	// SettleBatch before they are sent; they are sent at once
 	// when nothing else is held. Default 1ms.
 	SettleLinger time.Duration
+	// SettleBatch is how many pending settlements are sent without
+	// lingering (and so, with a fast handler, how many window slots are
+	// freed at once for the next Receive). Default half the window, so
+	// that the handler works on one half while the other is settled and
+	// refilled. A driver whose receive calls cost more than its settle
+	// calls may set the whole window, so that a fast handler's acks free
+	// the window in one step and Receive asks for all of it. At most
+	// InFlight.
+	SettleBatch int
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -138,6 +147,10 @@ func (o *Options) defaults() {
 	if o.SettleLinger <= 0 {
 		o.SettleLinger = time.Millisecond
 	}
+	if o.SettleBatch <= 0 {
+		o.SettleBatch = max(1, o.InFlight/2)
+	}
+	o.SettleBatch = min(o.SettleBatch, o.InFlight)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -283,7 +296,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		stopAfter: stop,
 		out:       make(chan *relay.Message, s.opts.InFlight),
 		free:      s.opts.InFlight,
-		flushAt:   max(1, s.opts.InFlight/2),
+		flushAt:   s.opts.SettleBatch,
 		delayed:   make(map[uint64]*delayedNack),
 		slotFreed: make(chan struct{}, 1),
 		flushReq:  make(chan struct{}, 1),

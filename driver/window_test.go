@@ -44,3 +44,41 @@ func TestDelayedNackHoldsNoSlot(t *testing.T) {
 		r.mu.Unlock()
 	}
 }
+
+// TestSettleBatchWholeWindow: with SettleBatch set to the window and a
+// linger that never runs out, acks of half the window are not sent; the
+// ack of the last held message sends the whole window in one Settle, and
+// the next Receive asks for the whole window.
+func TestSettleBatchWholeWindow(t *testing.T) {
+	const window = 8
+	r := newFakeRecv(2 * window)
+	s := NewSubscriber(&fakeSub{r: r}, Options{InFlight: window, SettleBatch: window, SettleLinger: time.Hour})
+	ch, err := s.Subscribe(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range window {
+		if err := (<-ch).Ack(); err != nil {
+			t.Fatal(err)
+		}
+		if i == window/2-1 {
+			// Give a flush of half the window (the default) time to
+			// happen, so that the check below would see it.
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for range window { // the second window, claimed after the flush
+		if err := (<-ch).Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.calls) != 2 || r.calls[0] != window || r.calls[1] != window {
+		t.Fatalf("Settle batches %v, want [%d %d]", r.calls, window, window)
+	}
+	if r.maxAsked != window {
+		t.Fatalf("Receive asked for at most %d, want %d", r.maxAsked, window)
+	}
+}

@@ -80,8 +80,9 @@ u AS (
 SELECT u.message_id, u.attempts, m.relay_id, m.key, m.md_keys, m.md_values, m.payload
 FROM u JOIN S.messages m ON m.id = u.message_id ORDER BY u.message_id`)
 	rawAck     = sqlFor(`DELETE FROM S.deliveries WHERE topic = $1 AND group_name = $2 AND message_id = ANY($3)`)
-	rawCleanup = sqlFor(`DELETE FROM S.messages m WHERE m.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM S.deliveries d WHERE d.message_id = m.id)`)
-	rawGroup   = sqlFor(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`)
+	rawCleanup = sqlFor(`DELETE FROM S.messages m WHERE m.id = ANY($1)
+	AND NOT EXISTS (SELECT 1 FROM S.deliveries d WHERE d.message_id = m.id AND d.message_id = ANY($1))`)
+	rawGroup = sqlFor(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`)
 )
 
 // analyze refreshes the planner's statistics of relay's tables outside

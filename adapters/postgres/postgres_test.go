@@ -355,3 +355,137 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAcksReachDatabaseWhileRunning: acks are sent with the claim that
+// follows them (see receiver.Settle); with polling practically off, an
+// ack made once everything is claimed, and an ack followed by a Nack,
+// remove their rows while the subscription runs. (That a waiting claim
+// is woken for them is TestSettleWakesWaitingReceive.)
+func TestAcksReachDatabaseWhileRunning(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topic, group := relaytest.Unique("acks-running"), relaytest.Unique("g")
+	sub := openSub(t, group, "poll", "1h")
+	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	pub := openPub(t)
+	msgs := []*relay.Message{relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c"))}
+	if err := pub.Publish(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*relay.Message
+	for range msgs {
+		got = append(got, next(t, ch))
+	}
+	pool := rawPool(t)
+	countOf := func(query string, args ...any) int {
+		var n int
+		if err := pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	rowsOf := func(ids ...string) int {
+		return countOf("SELECT count(*) FROM "+table("messages")+" WHERE topic = $1 AND relay_id = ANY($2)", topic, ids)
+	}
+	deliveries := func() int {
+		return countOf("SELECT count(*) FROM "+table("deliveries")+" WHERE topic = $1", topic)
+	}
+	// The receiver has claimed everything and waits for a notification.
+	if err := got[0].Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "message row removed after an ack while idle", func() bool { return rowsOf(got[0].ID) == 0 })
+	if n := deliveries(); n != 2 {
+		t.Fatalf("%d delivery rows after one of three acks, want 2", n)
+	}
+	if err := got[1].Ack(); err != nil {
+		t.Fatal(err)
+	}
+	if err := got[2].Nack(); err != nil {
+		t.Fatal(err)
+	}
+	again := next(t, ch)
+	if again.ID != got[2].ID || again.Attempt() != 2 {
+		t.Fatalf("after the nack got %s attempt %d, want %s attempt 2", again.ID, again.Attempt(), got[2].ID)
+	}
+	waitFor(t, "message row removed after an ack followed by a nack", func() bool { return rowsOf(got[1].ID) == 0 })
+	if n := deliveries(); n != 1 {
+		t.Fatalf("%d delivery rows with one message unsettled, want 1", n)
+	}
+	if err := again.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every row removed", func() bool { return deliveries() == 0 && rowsOf(got[2].ID) == 0 })
+	cancel()
+	for range ch {
+	}
+}
+
+// TestSubscribeSweepsLeftoverRows: message rows that no group needs (left
+// by a group whose delivery rows were deleted by hand) at the head of a
+// topic are deleted by the next Subscribe; the rows a group still needs
+// stay and are delivered.
+func TestSubscribeSweepsLeftoverRows(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	topic, group, dropped := relaytest.Unique("sweep"), relaytest.Unique("g"), relaytest.Unique("dropped")
+	sub := openSub(t, group)
+	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	pool := rawPool(t)
+	// Five messages only the dropped group had, then two for both.
+	if _, err := pool.Exec(ctx, rawGroup, topic, dropped); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+table("groups")+" WHERE topic = $1 AND name = $2", topic, group); err != nil {
+		t.Fatal(err)
+	}
+	pub := openPub(t)
+	for range 5 {
+		if err := pub.Publish(ctx, topic, relay.NewMessage([]byte("left over"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, rawGroup, topic, group); err != nil {
+		t.Fatal(err)
+	}
+	kept := []*relay.Message{relay.NewMessage([]byte("kept 1")), relay.NewMessage([]byte("kept 2"))}
+	if err := pub.Publish(ctx, topic, kept...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+table("deliveries")+" WHERE topic = $1 AND group_name = $2", topic, dropped); err != nil {
+		t.Fatal(err)
+	}
+	messages := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table("messages")+" WHERE topic = $1", topic).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := messages(); n != 7 {
+		t.Fatalf("%d message rows before Subscribe, want 7", n)
+	}
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := messages(); n != 2 {
+		t.Fatalf("%d message rows after Subscribe, want the 2 the group needs", n)
+	}
+	for _, w := range kept {
+		if m := next(t, ch); m.ID != w.ID {
+			t.Fatalf("got %s (%s), want %s", m.ID, m.Payload, w.ID)
+		}
+	}
+	cancel()
+	for range ch {
+	}
+}

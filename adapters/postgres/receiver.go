@@ -26,6 +26,13 @@ type receiver struct {
 	// due are the times at which messages this receiver nacked with a
 	// delay become claimable, so that it wakes for them without polling.
 	due []time.Time
+	// acked are the acks Settle took but did not send: the next claim
+	// deletes their rows in its own transaction, before it claims (see
+	// Settle). Release or Close sends what is left.
+	acked []int64
+	// waiting is true while Receive waits for a wake-up, which Settle
+	// then sends so that new acks do not wait for the poll period.
+	waiting bool
 }
 
 func newReceiver(d *subDriver, topic string) *receiver {
@@ -45,33 +52,97 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
-		t := time.NewTimer(r.nextWait())
+		wait, acked := r.startWait()
+		if acked {
+			continue // acks came in meanwhile: send them now
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
 		case <-r.wake:
 		case <-t.C:
 		}
 		t.Stop()
+		r.mu.Lock()
+		r.waiting = false
+		r.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 }
 
-// nextWait is the poll period, or less when a delayed nack is due sooner.
-func (r *receiver) nextWait() time.Duration {
+// startWait marks the receiver as waiting and returns how long to wait:
+// the poll period, or less when a delayed nack is due sooner. It reports
+// instead that acks are waiting to be sent, and then does not mark it.
+func (r *receiver) startWait() (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.acked) > 0 {
+		return 0, true
+	}
+	r.waiting = true
 	now := time.Now()
 	r.due = slices.DeleteFunc(r.due, func(t time.Time) bool { return !t.After(now) })
 	wait := r.d.cfg.Poll
 	for _, t := range r.due {
 		wait = min(wait, t.Sub(now))
 	}
-	return wait
+	return wait, false
 }
 
+// takeAcked removes and returns the acks not sent yet.
+func (r *receiver) takeAcked() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	acks := r.acked
+	r.acked = nil
+	return acks
+}
+
+// putBack returns acks that could not be sent to the ones waiting.
+func (r *receiver) putBack(acks []int64) {
+	if len(acks) == 0 {
+		return
+	}
+	r.mu.Lock()
+	r.acked = append(acks, r.acked...)
+	r.mu.Unlock()
+}
+
+// claim sends the waiting acks and claims up to max rows, in one
+// transaction sent in one round trip. When it fails, the acks are kept
+// for the next attempt.
 func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error) {
-	rows, err := r.d.pool.Query(ctx, r.d.q.claim, r.topic, r.d.cfg.Group, max, micros(r.d.cfg.Lease), r.holder)
+	acks := r.takeAcked()
+	b := &pgx.Batch{}
+	r.d.q.queueAcks(b, r.topic, r.d.cfg.Group, acks)
+	b.Queue(r.d.q.claim, r.topic, r.d.cfg.Group, max, micros(r.d.cfg.Lease), r.holder)
+	br := r.d.pool.SendBatch(ctx, b)
+	out, err := r.readClaim(br, len(acks))
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("postgres: claiming messages of %q: %w", r.topic, cerr)
+	}
+	if err != nil {
+		// Whether the transaction committed is unknown: the acks are sent
+		// again (deleting rows twice is harmless), and rows the claim may
+		// have leased come back when their lease runs out.
+		r.putBack(acks)
+		return nil, err
+	}
+	return out, nil
+}
+
+// readClaim reads the results of the statements claim queued.
+func (r *receiver) readClaim(br pgx.BatchResults, acks int) ([]driver.Received, error) {
+	if acks > 0 {
+		for range ackStatements {
+			if _, err := br.Exec(); err != nil {
+				return nil, fmt.Errorf("postgres: acknowledging %d messages of %q: %w", acks, r.topic, err)
+			}
+		}
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claiming messages of %q: %w", r.topic, err)
 	}
@@ -95,8 +166,6 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 		out = append(out, driver.Received{Msg: m, Attempt: attempts, Handle: id})
 	}
 	if err := rows.Err(); err != nil {
-		// Whether the claim committed is unknown: rows it may have leased
-		// come back when their lease runs out.
 		return nil, fmt.Errorf("postgres: claiming messages of %q: %w", r.topic, err)
 	}
 	return out, nil
@@ -107,8 +176,29 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 // once, or after their delay), all in one transaction sent in one round
 // trip (see queries.lock for how concurrent acks of several groups keep
 // retention exact).
+//
+// A batch of acks only is not sent by itself: Settle keeps it and returns,
+// the shared layer frees the window slots, and the claim that follows at
+// once deletes the rows in its own transaction before it claims new ones
+// (waking Receive if it waits). So the window still bounds the rows
+// leased to this subscription in the database, and consuming costs one
+// transaction per batch instead of two. Release or Close sends the acks
+// no claim took.
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
-	var acks, nacks, delays []int64
+	if allAcks(batch) {
+		r.mu.Lock()
+		for _, s := range batch {
+			r.acked = append(r.acked, s.Handle.(int64))
+		}
+		waiting := r.waiting
+		r.mu.Unlock()
+		if waiting {
+			signal(r.wake)
+		}
+		return nil
+	}
+	acks := r.takeAcked()
+	var nacks, delays []int64
 	var now bool
 	var due []time.Time
 	for _, s := range batch {
@@ -127,11 +217,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 		}
 	}
 	b := &pgx.Batch{}
-	if len(acks) > 0 {
-		b.Queue(r.d.q.lock, acks)
-		b.Queue(r.d.q.ack, r.topic, r.d.cfg.Group, acks)
-		b.Queue(r.d.q.cleanup, acks)
-	}
+	r.d.q.queueAcks(b, r.topic, r.d.cfg.Group, acks)
 	if len(nacks) > 0 {
 		b.Queue(r.d.q.nack, r.topic, r.d.cfg.Group, nacks, delays, r.holder)
 	}
@@ -139,7 +225,8 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 		b.Queue(r.d.q.notify, r.d.q.channel, notifyPayload(r.topic))
 	}
 	if err := r.d.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("postgres: settling %d messages of %q: %w", len(batch), r.topic, err)
+		r.putBack(acks)
+		return fmt.Errorf("postgres: settling %d messages of %q: %w", len(batch)+len(acks), r.topic, err)
 	}
 	if len(due) > 0 {
 		r.mu.Lock()
@@ -161,22 +248,46 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 	return nil
 }
 
-// Release makes the unsettled rows claimable at once and wakes the
-// group's other subscriptions.
+// Release sends the acks no claim took, makes the unsettled rows
+// claimable at once and wakes the group's other subscriptions, in one
+// transaction.
 func (r *receiver) Release(ctx context.Context, handles []any) error {
+	acks := r.takeAcked()
 	b := &pgx.Batch{}
+	r.d.q.queueAcks(b, r.topic, r.d.cfg.Group, acks)
 	b.Queue(r.d.q.release, r.topic, r.d.cfg.Group, ids(handles), r.holder)
 	b.Queue(r.d.q.notify, r.d.q.channel, notifyPayload(r.topic))
 	if err := r.d.pool.SendBatch(ctx, b).Close(); err != nil {
+		r.putBack(acks) // Close tries them once more
 		return fmt.Errorf("postgres: releasing %d messages of %q: %w", len(handles), r.topic, err)
 	}
 	return nil
 }
 
-// Close stops waking this receiver. It makes no broker call.
-func (r *receiver) Close(context.Context) error {
-	r.d.l.remove(r.topic, r.wake)
+// Close sends the acks no claim or release took (within ctx; when that
+// fails their rows are redelivered once their lease runs out) and stops
+// waking this receiver.
+func (r *receiver) Close(ctx context.Context) error {
+	defer r.d.l.remove(r.topic, r.wake)
+	acks := r.takeAcked()
+	if len(acks) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	r.d.q.queueAcks(b, r.topic, r.d.cfg.Group, acks)
+	if err := r.d.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("postgres: acknowledging %d messages of %q: %w", len(acks), r.topic, err)
+	}
 	return nil
+}
+
+func allAcks(batch []driver.Settle) bool {
+	for _, s := range batch {
+		if !s.Ack {
+			return false
+		}
+	}
+	return true
 }
 
 func ids(handles []any) []int64 {

@@ -34,6 +34,10 @@ func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig
 	return driver.NewSubscriber(d, driver.Options{
 		InFlight:    cfg.InFlight,
 		ExtendEvery: cfg.Lease / 3,
+		// Acks go with the next claim (see receiver.Settle), and a claim
+		// costs more than acks do: a fast handler's acks free the whole
+		// window at once, so that each claim takes a window, not half.
+		SettleBatch: cfg.InFlight,
 		Logger:      cfg.Logger,
 	}), nil
 }
@@ -79,8 +83,8 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 }
 
 // Subscribe implements driver.SubscribeDriver: it provisions the group,
-// removes a bounded batch of message rows of topic that no group needs
-// any more, and starts a receiver.
+// removes those of the topic's 1000 oldest message rows that no group
+// needs any more, and starts a receiver.
 func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
