@@ -32,7 +32,7 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,56}$`)
 
 func checkSchema(s string) error {
 	if !schemaName.MatchString(s) {
-		return fmt.Errorf("postgres: schema %q is not a lower-case SQL identifier (letters, digits, _; at most 57 bytes, so that the notification channel relay_<schema> is a valid name)", s)
+		return fmt.Errorf("relay/postgres: schema %q is not a lower-case SQL identifier (letters, digits, _; at most 57 bytes, so that the notification channel relay_<schema> is a valid name)", s)
 	}
 	return nil
 }
@@ -53,7 +53,7 @@ func (c *PublisherConfig) Validate() error {
 		errs = append(errs, checkSchema(c.Schema))
 	}
 	if c.MaxBytes < 0 || c.MaxBytes > maxBytesLimit {
-		errs = append(errs, fmt.Errorf("postgres: MaxBytes %d out of range 1..%d", c.MaxBytes, maxBytesLimit))
+		errs = append(errs, fmt.Errorf("relay/postgres: MaxBytes %d out of range 1..%d", c.MaxBytes, maxBytesLimit))
 	}
 	return errors.Join(errs...)
 }
@@ -99,22 +99,22 @@ func (c *SubscriberConfig) defaults() {
 func (c *SubscriberConfig) Validate() error {
 	var errs []error
 	if c.Group == "" {
-		errs = append(errs, errors.New("postgres: Group is required: the name of this subscriber's group of competing consumers"))
+		errs = append(errs, errors.New("relay/postgres: Group is required: the name of this subscriber's group of competing consumers"))
 	}
 	if why := validText(c.Group); why != "" {
-		errs = append(errs, fmt.Errorf("postgres: Group %.40q %s", c.Group, why))
+		errs = append(errs, fmt.Errorf("relay/postgres: Group %.40q %s", c.Group, why))
 	}
 	if c.Schema != "" {
 		errs = append(errs, checkSchema(c.Schema))
 	}
 	if c.InFlight < 0 {
-		errs = append(errs, fmt.Errorf("postgres: InFlight %d is negative", c.InFlight))
+		errs = append(errs, fmt.Errorf("relay/postgres: InFlight %d is negative", c.InFlight))
 	}
 	if c.Lease < 0 || (c.Lease > 0 && c.Lease < minLease) {
-		errs = append(errs, fmt.Errorf("postgres: Lease %v is below %v", c.Lease, minLease))
+		errs = append(errs, fmt.Errorf("relay/postgres: Lease %v is below %v", c.Lease, minLease))
 	}
 	if c.Poll < 0 {
-		errs = append(errs, fmt.Errorf("postgres: Poll %v is negative", c.Poll))
+		errs = append(errs, fmt.Errorf("relay/postgres: Poll %v is negative", c.Poll))
 	}
 	return errors.Join(errs...)
 }

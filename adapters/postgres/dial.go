@@ -24,7 +24,7 @@ type dialTracker struct {
 	conns  map[*trackedConn]struct{}
 }
 
-var errDialClosed = errors.New("postgres: the client is closed")
+var errDialClosed = errors.New("relay/postgres: the client is closed")
 
 func track(cfg *pgconn.Config) *dialTracker {
 	t := &dialTracker{dial: cfg.DialFunc, conns: map[*trackedConn]struct{}{}}

@@ -12,7 +12,7 @@ import (
 func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	var n int64
 	if err := d.pool.QueryRow(ctx, d.q.lag, topic, d.cfg.Group).Scan(&n); err != nil {
-		return 0, fmt.Errorf("postgres: counting the lag of group %q on %q: %w", d.cfg.Group, topic, err)
+		return 0, fmt.Errorf("relay/postgres: counting the lag of group %q on %q: %w", d.cfg.Group, topic, err)
 	}
 	return n, nil
 }

@@ -94,7 +94,7 @@ func (l *listener) run(ctx context.Context) {
 				return
 			}
 			l.setErr(err)
-			l.log.Warn("postgres: LISTEN connection failed; subscriptions poll meanwhile", "err", err)
+			l.log.Warn("relay/postgres: LISTEN connection failed; subscriptions poll meanwhile", "err", err)
 			bo.Sleep(ctx)
 			continue
 		}
@@ -106,7 +106,7 @@ func (l *listener) run(ctx context.Context) {
 			if err != nil {
 				if ctx.Err() == nil {
 					l.setErr(err)
-					l.log.Warn("postgres: LISTEN connection lost; reconnecting", "err", err)
+					l.log.Warn("relay/postgres: LISTEN connection lost; reconnecting", "err", err)
 				}
 				break
 			}

@@ -61,7 +61,7 @@ func (o Outbox) prepare(topic string, msgs []*relay.Message) (*queries, error) {
 	caps := capabilities(maxBytes)
 	for i, m := range msgs {
 		if m == nil {
-			return nil, fmt.Errorf("postgres: message %d of the batch is nil", i)
+			return nil, fmt.Errorf("relay/postgres: message %d of the batch is nil", i)
 		}
 		if m.ID == "" {
 			m.ID = relay.NewID()
@@ -117,7 +117,7 @@ func (o Outbox) PublishSQLTx(ctx context.Context, tx *sql.Tx, topic string, msgs
 func outboxErr(topic string, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") {
-		return fmt.Errorf("postgres: publishing to %q in the transaction: %w (relay's tables do not exist: open a publisher or subscriber of the schema once, or run schema.sql)", topic, err)
+		return fmt.Errorf("relay/postgres: publishing to %q in the transaction: %w (relay's tables do not exist: open a publisher or subscriber of the schema once, or run schema.sql)", topic, err)
 	}
-	return fmt.Errorf("postgres: publishing to %q in the transaction: %w", topic, err)
+	return fmt.Errorf("relay/postgres: publishing to %q in the transaction: %w", topic, err)
 }

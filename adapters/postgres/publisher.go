@@ -68,7 +68,7 @@ type pubDriver struct {
 // connection error the latest publish attempt met, or nil.
 func (d *pubDriver) Health() error {
 	if p := d.unhealthy.Load(); p != nil {
-		return fmt.Errorf("postgres: %w", *p)
+		return fmt.Errorf("relay/postgres: %w", *p)
 	}
 	return nil
 }
@@ -99,13 +99,13 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		if !transient(err) || ctx.Err() != nil {
 			if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-				return fmt.Errorf("postgres: publishing to %q: %w: %v", topic, ctx.Err(), err)
+				return fmt.Errorf("relay/postgres: publishing to %q: %w: %v", topic, ctx.Err(), err)
 			}
-			return fmt.Errorf("postgres: publishing to %q: %w", topic, err)
+			return fmt.Errorf("relay/postgres: publishing to %q: %w", topic, err)
 		}
 		d.unhealthy.Store(&err)
 		if !bo.Sleep(ctx) {
-			return fmt.Errorf("postgres: publishing to %q: %w (last error: %v)", topic, ctx.Err(), err)
+			return fmt.Errorf("relay/postgres: publishing to %q: %w (last error: %v)", topic, ctx.Err(), err)
 		}
 	}
 }

@@ -121,7 +121,7 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 	br := r.d.pool.SendBatch(ctx, b)
 	out, err := r.readClaim(br, len(acks))
 	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("postgres: claiming messages of %q: %w", r.topic, cerr)
+		err = fmt.Errorf("relay/postgres: claiming messages of %q: %w", r.topic, cerr)
 	}
 	if err != nil {
 		// Whether the transaction committed is unknown: the acks are sent
@@ -138,13 +138,13 @@ func (r *receiver) readClaim(br pgx.BatchResults, acks int) ([]driver.Received, 
 	if acks > 0 {
 		for range ackStatements {
 			if _, err := br.Exec(); err != nil {
-				return nil, fmt.Errorf("postgres: acknowledging %d messages of %q: %w", acks, r.topic, err)
+				return nil, fmt.Errorf("relay/postgres: acknowledging %d messages of %q: %w", acks, r.topic, err)
 			}
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claiming messages of %q: %w", r.topic, err)
+		return nil, fmt.Errorf("relay/postgres: claiming messages of %q: %w", r.topic, err)
 	}
 	var out []driver.Received
 	for rows.Next() {
@@ -157,7 +157,7 @@ func (r *receiver) readClaim(br pgx.BatchResults, acks int) ([]driver.Received, 
 		)
 		if err := rows.Scan(&id, &attempts, &rid, &key, &mdKeys, &mdValues, &payload); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("postgres: reading claimed messages of %q: %w", r.topic, err)
+			return nil, fmt.Errorf("relay/postgres: reading claimed messages of %q: %w", r.topic, err)
 		}
 		if payload == nil {
 			payload = []byte{}
@@ -166,7 +166,7 @@ func (r *receiver) readClaim(br pgx.BatchResults, acks int) ([]driver.Received, 
 		out = append(out, driver.Received{Msg: m, Attempt: attempts, Handle: id})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: claiming messages of %q: %w", r.topic, err)
+		return nil, fmt.Errorf("relay/postgres: claiming messages of %q: %w", r.topic, err)
 	}
 	return out, nil
 }
@@ -226,7 +226,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	}
 	if err := r.d.pool.SendBatch(ctx, b).Close(); err != nil {
 		r.putBack(acks)
-		return fmt.Errorf("postgres: settling %d messages of %q: %w", len(batch)+len(acks), r.topic, err)
+		return fmt.Errorf("relay/postgres: settling %d messages of %q: %w", len(batch)+len(acks), r.topic, err)
 	}
 	if len(due) > 0 {
 		r.mu.Lock()
@@ -243,7 +243,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 // another Lease from now.
 func (r *receiver) Extend(ctx context.Context, handles []any) error {
 	if _, err := r.d.pool.Exec(ctx, r.d.q.extend, r.topic, r.d.cfg.Group, ids(handles), micros(r.d.cfg.Lease), r.holder); err != nil {
-		return fmt.Errorf("postgres: extending leases on %q: %w", r.topic, err)
+		return fmt.Errorf("relay/postgres: extending leases on %q: %w", r.topic, err)
 	}
 	return nil
 }
@@ -259,7 +259,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 	b.Queue(r.d.q.notify, r.d.q.channel, notifyPayload(r.topic))
 	if err := r.d.pool.SendBatch(ctx, b).Close(); err != nil {
 		r.putBack(acks) // Close tries them once more
-		return fmt.Errorf("postgres: releasing %d messages of %q: %w", len(handles), r.topic, err)
+		return fmt.Errorf("relay/postgres: releasing %d messages of %q: %w", len(handles), r.topic, err)
 	}
 	return nil
 }
@@ -276,7 +276,7 @@ func (r *receiver) Close(ctx context.Context) error {
 	b := &pgx.Batch{}
 	r.d.q.queueAcks(b, r.topic, r.d.cfg.Group, acks)
 	if err := r.d.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("postgres: acknowledging %d messages of %q: %w", len(acks), r.topic, err)
+		return fmt.Errorf("relay/postgres: acknowledging %d messages of %q: %w", len(acks), r.topic, err)
 	}
 	return nil
 }

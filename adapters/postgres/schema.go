@@ -42,17 +42,17 @@ func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: creating schema %q: %w", schema, err)
+		return fmt.Errorf("relay/postgres: creating schema %q: %w", schema, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('relay schema ' || $1))`, schema); err != nil {
-		return fmt.Errorf("postgres: creating schema %q: taking the advisory lock: %w", schema, err)
+		return fmt.Errorf("relay/postgres: creating schema %q: taking the advisory lock: %w", schema, err)
 	}
 	if _, err := tx.Exec(ctx, ddl); err != nil {
-		return fmt.Errorf("postgres: creating schema %q: %w (the connecting role needs CREATE on the database, or create the schema ahead from schema.sql)", schema, err)
+		return fmt.Errorf("relay/postgres: creating schema %q: %w (the connecting role needs CREATE on the database, or create the schema ahead from schema.sql)", schema, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: creating schema %q: %w", schema, err)
+		return fmt.Errorf("relay/postgres: creating schema %q: %w", schema, err)
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
 // adds the errors of failing claims.)
 func (d *subDriver) Health() error {
 	if err := d.l.health(); err != nil {
-		return fmt.Errorf("postgres: LISTEN connection: %w", err)
+		return fmt.Errorf("relay/postgres: LISTEN connection: %w", err)
 	}
 	return nil
 }
@@ -77,7 +77,7 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 		return err
 	}
 	if _, err := d.pool.Exec(ctx, d.q.group, topic, d.cfg.Group); err != nil {
-		return fmt.Errorf("postgres: creating group %q of topic %q: %w", d.cfg.Group, topic, err)
+		return fmt.Errorf("relay/postgres: creating group %q of topic %q: %w", d.cfg.Group, topic, err)
 	}
 	return nil
 }
@@ -92,7 +92,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		return nil, err
 	}
 	if _, err := d.pool.Exec(cctx, d.q.sweep, topic); err != nil {
-		d.cfg.Logger.Warn("postgres: removing message rows no group needs failed", "topic", topic, "err", err)
+		d.cfg.Logger.Warn("relay/postgres: removing message rows no group needs failed", "topic", topic, "err", err)
 	}
 	return newReceiver(d, topic), nil
 }

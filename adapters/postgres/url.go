@@ -121,12 +121,12 @@ func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, e
 	dials := track(&c.pool.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
 	}
 	pub, err := newPublisher(ctx, pool, c.pub, dials)
 	if err != nil {
 		closePool(pool, dials)
-		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
 	}
 	return pub, nil
 }
@@ -140,12 +140,12 @@ func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber,
 	dials := track(&c.pool.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
 	}
 	sub, err := newSubscriber(ctx, pool, c.sub, dials)
 	if err != nil {
 		closePool(pool, dials)
-		return nil, fmt.Errorf("postgres: %s: %w", relay.Redact(u.String()), err)
+		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
 	}
 	return sub, nil
 }

@@ -1,0 +1,21 @@
+package memory
+
+// Scheme is the URL scheme of this backend.
+const Scheme = "mem"
+
+// DefaultMaxBytes is the default limit on a message's encoded size.
+const DefaultMaxBytes = 16 << 20
+
+// PublisherConfig configures a publisher. The zero value is usable.
+type PublisherConfig struct {
+	// MaxBytes limits payload plus ID, Key and metadata (max_bytes=). Default 16 MiB.
+	MaxBytes int
+}
+
+// SubscriberConfig configures a subscriber.
+type SubscriberConfig struct {
+	// Group names the group of competing consumers (group=). Required.
+	Group string
+	// InFlight bounds unsettled messages per subscription (inflight=). Default 64.
+	InFlight int
+}
