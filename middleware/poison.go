@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/uuid"
 	"github.com/go-relay/relay/router"
 )
 
@@ -206,17 +206,7 @@ func PoisonID(id, handler, topic string) string {
 	copy(u[:], h.Sum(nil))
 	u[6] = u[6]&0x0f | 0x50 // version 5
 	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:36], u[10:16])
-	return string(b[:])
+	return uuid.String(u)
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
