@@ -39,6 +39,10 @@ type receiver struct {
 	window         int
 	maxUncommitted int
 	commitInterval time.Duration
+	// pauseWarned is when the last pause was logged at Warn; pauses within
+	// pauseWarnEvery of it are logged at Debug (a message that keeps
+	// waiting out NackAfter pauses its partition again on every round).
+	pauseWarned time.Time
 
 	commitMu sync.Mutex // orders commits of the loop, revocations and Close
 
@@ -59,6 +63,10 @@ type receiver struct {
 	stop     chan struct{}
 	loopDone chan struct{}
 }
+
+// pauseWarnEvery bounds the Warn lines about paused partitions to one per
+// interval per subscription; the others go to Debug.
+const pauseWarnEvery = time.Minute
 
 // stuckGrace is how long the oldest unacked record of a partition must
 // have blocked its commit position before max_uncommitted pauses fetching.
@@ -207,7 +215,13 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	r.mu.Unlock()
 	if len(pause) > 0 {
 		r.m.cl.PauseFetchPartitions(map[string][]int32{r.topic: pause})
-		r.log.Warn("relay/kafka: pausing partitions: too many records held behind an unsettled one", "partitions", pause, "max_uncommitted", r.maxUncommitted)
+		level := slog.LevelWarn
+		if now.Sub(r.pauseWarned) < pauseWarnEvery {
+			level = slog.LevelDebug
+		} else {
+			r.pauseWarned = now
+		}
+		r.log.Log(context.Background(), level, "relay/kafka: pausing partitions: too many records held behind an unsettled one", "partitions", pause, "max_uncommitted", r.maxUncommitted)
 	}
 	if n > 0 {
 		r.signal()
