@@ -2,7 +2,6 @@ package nats_test
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -19,21 +18,6 @@ import (
 func natsURL(t testing.TB) string {
 	t.Helper()
 	return testenv.NATS(t)
-}
-
-// withParams returns base with the query parameters kv added.
-func withParams(t testing.TB, base string, kv ...string) string {
-	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // rawJS is a plain nats.go connection and JetStream context on the test
@@ -56,7 +40,7 @@ func openPub(t testing.TB, kv ...string) relay.Publisher {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := relay.OpenPublisher(ctx, withParams(t, natsURL(t), kv...))
+	p, err := relay.OpenPublisher(ctx, testenv.WithParams(natsURL(t), kv...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +52,7 @@ func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, withParams(t, natsURL(t), append([]string{"group", group}, kv...)...))
+	s, err := relay.OpenSubscriber(ctx, testenv.WithParams(natsURL(t), append([]string{"group", group}, kv...)...))
 	if err != nil {
 		t.Fatal(err)
 	}

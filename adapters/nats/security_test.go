@@ -24,7 +24,7 @@ func roundTrip(t *testing.T, rawURL string) {
 		t.Fatalf("OpenPublisher: %v", err)
 	}
 	defer pub.Close()
-	sub, err := relay.OpenSubscriber(ctx, withParams(t, rawURL, "group", "g"))
+	sub, err := relay.OpenSubscriber(ctx, testenv.WithParams(rawURL, "group", "g"))
 	if err != nil {
 		t.Fatalf("OpenSubscriber: %v", err)
 	}

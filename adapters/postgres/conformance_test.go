@@ -21,19 +21,19 @@ func TestConformance(t *testing.T) {
 			return p
 		},
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), withParams(t, base, "group", group))
+			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(base, "group", group))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
 		},
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return withParams(t, base, "group", group) },
+		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
 		HungBroker: func(t testing.TB) adaptertest.HungBroker {
 			proxied, p := testenv.ProxyURL(t, base)
 			return adaptertest.HungBroker{
 				PublisherURL:  proxied,
-				SubscriberURL: func(group string) string { return withParams(t, proxied, "group", group) },
+				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
 				Hang:          p.Hang,
 			}
 		},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -44,22 +43,7 @@ func dropSchema() {
 // pgURL is the test server with this run's schema.
 func pgURL(t testing.TB) string {
 	t.Helper()
-	return withParams(t, testenv.Postgres(t), "schema", testSchema)
-}
-
-// withParams returns base with the query parameters kv added.
-func withParams(t testing.TB, base string, kv ...string) string {
-	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	return testenv.WithParams(testenv.Postgres(t), "schema", testSchema)
 }
 
 // rawPool is a plain pgx pool on the test server, closed at cleanup.
@@ -80,7 +64,7 @@ func openPub(t testing.TB, kv ...string) relay.Publisher {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := relay.OpenPublisher(ctx, withParams(t, pgURL(t), kv...))
+	p, err := relay.OpenPublisher(ctx, testenv.WithParams(pgURL(t), kv...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +76,7 @@ func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, withParams(t, pgURL(t), append([]string{"group", group}, kv...)...))
+	s, err := relay.OpenSubscriber(ctx, testenv.WithParams(pgURL(t), append([]string{"group", group}, kv...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
