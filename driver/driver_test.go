@@ -144,6 +144,7 @@ type fakeRecv struct {
 	closed   bool
 	failNext int // Receive fails this many times first
 	native   bool
+	payload  int // payload bytes of every message
 }
 
 type driver_handle = int
@@ -170,7 +171,7 @@ func (r *fakeRecv) Receive(ctx context.Context, max int) ([]Received, error) {
 			out := make([]Received, n)
 			for i := range out {
 				h := r.queue[i]
-				out[i] = Received{Msg: &relay.Message{ID: string(rune('a' + h))}, Attempt: 1, Handle: h}
+				out[i] = Received{Msg: &relay.Message{ID: string(rune('a' + h)), Payload: make([]byte, r.payload)}, Attempt: 1, Handle: h}
 			}
 			r.queue = r.queue[n:]
 			r.mu.Unlock()

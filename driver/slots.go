@@ -17,10 +17,12 @@ type slotTable struct {
 type slot struct {
 	token  uint64 // 0: unused
 	handle any
+	size   int64 // the message's bytes, counted against Options.InFlightBytes
 }
 
-// put stores h and returns its token, never 0.
-func (t *slotTable) put(h any) uint64 {
+// put stores h, the handle of a message of size bytes, and returns its
+// token, never 0.
+func (t *slotTable) put(h any, size int64) uint64 {
 	var i uint32
 	if k := len(t.free); k > 0 {
 		i = t.free[k-1]
@@ -34,22 +36,23 @@ func (t *slotTable) put(h any) uint64 {
 		t.uses = 1
 	}
 	tok := uint64(t.uses)<<32 | uint64(i)
-	t.slots[i] = slot{token: tok, handle: h}
+	t.slots[i] = slot{token: tok, handle: h, size: size}
 	t.n++
 	return tok
 }
 
-// take removes the handle of tok; false if tok holds nothing.
-func (t *slotTable) take(tok uint64) (any, bool) {
+// take removes the handle of tok and returns it with its size; false if
+// tok holds nothing.
+func (t *slotTable) take(tok uint64) (any, int64, bool) {
 	i := uint32(tok)
 	if tok == 0 || int(i) >= len(t.slots) || t.slots[i].token != tok {
-		return nil, false
+		return nil, 0, false
 	}
-	h := t.slots[i].handle
+	h, size := t.slots[i].handle, t.slots[i].size
 	t.slots[i] = slot{}
 	t.free = append(t.free, i)
 	t.n--
-	return h, true
+	return h, size, true
 }
 
 // len is the number of handles held.

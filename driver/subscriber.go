@@ -130,9 +130,24 @@ type Options struct {
 	// the window in one step and Receive asks for all of it. At most
 	// InFlight.
 	SettleBatch int
+	// InFlightBytes bounds the bytes (payload, ID, Key and metadata) of
+	// the unsettled messages a subscription holds, beside InFlight, so
+	// that a large window is safe for large messages. Receive is asked
+	// for no more messages than fit by the largest recent message size,
+	// and not at all while the bound is reached; a single message larger
+	// than the bound is still delivered (the window never drops below one
+	// message), and a batch of messages larger than the ones before it can
+	// overshoot the bound by that batch. Default DefaultInFlightBytes;
+	// negative: no byte bound.
+	InFlightBytes int64
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultInFlightBytes is the default of Options.InFlightBytes: 64 MiB,
+// which lets a window of small messages fill up and bounds what a window
+// of large ones holds.
+const DefaultInFlightBytes = 64 << 20
 
 func (o *Options) defaults() {
 	if o.InFlight <= 0 {
@@ -146,6 +161,9 @@ func (o *Options) defaults() {
 	}
 	if o.SettleLinger <= 0 {
 		o.SettleLinger = time.Millisecond
+	}
+	if o.InFlightBytes == 0 {
+		o.InFlightBytes = DefaultInFlightBytes
 	}
 	if o.SettleBatch <= 0 {
 		o.SettleBatch = max(1, o.InFlight/2)
@@ -296,6 +314,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		stopAfter: stop,
 		out:       make(chan *relay.Message, s.opts.InFlight),
 		free:      s.opts.InFlight,
+		maxBytes:  s.opts.InFlightBytes,
 		flushAt:   s.opts.SettleBatch,
 		delayed:   make(map[uint64]*delayedNack),
 		slotFreed: make(chan struct{}, 1),
@@ -355,6 +374,9 @@ type subscription struct {
 	free      int       // window slots: InFlight minus unsettled and unflushed settlements
 	flushAt   int       // pending settlements that trigger a flush without lingering
 	held      int       // slots held by pending settlements, freed once they are flushed
+	bytes     int64     // bytes of the delivered, unsettled messages
+	maxBytes  int64     // Options.InFlightBytes; <= 0: no byte bound
+	sizeGuess int64     // the largest message size of recent batches, for sizing a Receive
 	unsettled slotTable // handles of delivered messages by token
 	delayed   map[uint64]*delayedNack
 	pending   []Settle
@@ -441,6 +463,30 @@ func (s *subscription) run() {
 	}
 }
 
+// roomLocked is how many messages the next Receive may ask for: the free
+// window slots, fewer when the byte bound allows fewer messages of the
+// recent size, 0 while not one more of them fits (but never 0 because of
+// bytes when nothing is held, so that one message larger than the bound
+// still flows). Before the first batch, when no size is known, one
+// message is asked for. Called with s.mu held.
+func (s *subscription) roomLocked() int {
+	n := s.free
+	if s.maxBytes <= 0 || n <= 0 {
+		return n
+	}
+	if s.sizeGuess <= 0 {
+		return 1
+	}
+	fit := (s.maxBytes - s.bytes) / s.sizeGuess
+	if fit <= 0 {
+		if s.unsettled.len() == 0 {
+			return 1
+		}
+		return 0
+	}
+	return int(min(int64(n), fit))
+}
+
 func (s *subscription) receiveLoop() {
 	var bo backoffState
 	var (
@@ -450,7 +496,7 @@ func (s *subscription) receiveLoop() {
 	done := s.ctx.Done()
 	for {
 		s.mu.Lock()
-		n := s.free
+		n := s.roomLocked()
 		s.mu.Unlock()
 		if n <= 0 {
 			select {
@@ -483,12 +529,17 @@ func (s *subscription) receiveLoop() {
 		s.recvErr = nil
 		s.mu.Unlock()
 		msgs, tokens = msgs[:0], tokens[:0]
+		var largest int64
 		s.mu.Lock()
 		for _, rc := range batch {
-			tokens = append(tokens, s.unsettled.put(rc.Handle))
+			size := int64(EncodedSize(rc.Msg))
+			largest = max(largest, size)
+			s.bytes += size
+			tokens = append(tokens, s.unsettled.put(rc.Handle, size))
 			msgs = append(msgs, rc.Msg)
 		}
 		s.free -= len(batch)
+		s.sizeGuess = max(largest, s.sizeGuess-s.sizeGuess/8)
 		s.mu.Unlock()
 		// The messages are nobody else's until sent: no lock needed.
 		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64) {
@@ -521,9 +572,12 @@ func (s *subscription) Settle(id uint64, st Settlement) error {
 	if s.ended {
 		return relay.ErrSubscriptionEnded
 	}
-	h, ok := s.unsettled.take(id)
+	h, size, ok := s.unsettled.take(id)
 	if !ok {
 		return relay.ErrSubscriptionEnded
+	}
+	if s.bytes -= size; s.maxBytes > 0 && s.bytes < s.maxBytes && s.bytes+size >= s.maxBytes {
+		signal(s.slotFreed) // the byte bound no longer holds Receive back
 	}
 
 	delay := st.Delay

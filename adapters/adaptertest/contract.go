@@ -1,6 +1,7 @@
 package adaptertest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
@@ -347,4 +348,57 @@ func nackAfterWindow(t *testing.T, e *env) {
 		kind = "native"
 	}
 	t.Logf("inflight=%d: %d messages held unsettled while one waited out a %s NackAfter(10m)", n, n, kind)
+}
+
+// inFlightBytes: with inflight=100 and inflight_bytes=150KiB, messages of
+// 60 KiB are held two at a time: a third arrives only after one is acked.
+func inFlightBytes(t *testing.T, e *env) {
+	if e.h.NewSubscriberWith == nil {
+		t.Skip("SKIP: the harness has neither NewSubscriberWith nor SubscriberURL, so no subscriber with a given window can be opened")
+	}
+	const size, bound, n = 60 << 10, 150 << 10, 5
+	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
+	pub := e.pub(t)
+	sub := e.h.NewSubscriberWith(t, group, SubscriberOptions{InFlight: 100, InFlightBytes: bound})
+	t.Cleanup(func() { _ = sub.Close() })
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage(bytes.Repeat([]byte{byte('a' + i)}, size))
+		msgs[i].Key = "one-key"
+	}
+	publish(t, pub, topic, msgs...)
+	want := ids(msgs)
+	var held []*relay.Message
+	for len(held) < 2 {
+		m := e.next(t, ch, fmt.Sprintf("message %d of 60 KiB under a 150 KiB byte window", len(held)+1))
+		if !want[m.ID] {
+			t.Fatalf("unexpected message %s", m.ID)
+		}
+		held = append(held, m)
+	}
+	if m := none(ch, time.Second); m != nil {
+		t.Fatalf("a third message of 60 KiB (%s) was delivered with 120 KiB of a 150 KiB window held", m.ID)
+	}
+	if err := held[0].Ack(); err != nil {
+		t.Fatalf("Ack: %v", err)
+	}
+	held = held[1:]
+	got := 2
+	for got < n {
+		m := e.next(t, ch, fmt.Sprintf("message %d of %d after acks freed the byte window", got+1, n))
+		got++
+		held = append(held, m)
+		if err := held[0].Ack(); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+		held = held[1:]
+	}
+	for _, m := range held {
+		if err := m.Ack(); err != nil {
+			t.Fatalf("Ack: %v", err)
+		}
+	}
+	t.Logf("inflight_bytes=%d: 60 KiB messages held two at a time; all %d delivered", bound, n)
 }

@@ -103,6 +103,9 @@ type SubscriberOptions struct {
 	// InFlight is the subscription's in-flight window (the inflight= URL
 	// parameter of every adapter of this module).
 	InFlight int
+	// InFlightBytes, when not 0, is the subscription's byte window (the
+	// inflight_bytes= URL parameter of every adapter of this module).
+	InFlightBytes int64
 }
 
 func (h *Harness) defaults(t *testing.T) {
@@ -125,6 +128,9 @@ func (h *Harness) defaults(t *testing.T) {
 			}
 			q := u.Query()
 			q.Set("inflight", strconv.Itoa(o.InFlight))
+			if o.InFlightBytes != 0 {
+				q.Set("inflight_bytes", strconv.FormatInt(o.InFlightBytes, 10))
+			}
 			u.RawQuery = q.Encode()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

@@ -36,6 +36,7 @@ var checks = []check{
 	{"ClosedChannelAcked", "acks made before a subscription ended are at the broker when its channel closed", closedChannelAcked},
 	{"ClosedChannelUnsettled", "an unsettled message is released when the subscription ends; acked ones come back only where AckedAfterUnsettledRedelivered", closedChannelUnsettled},
 	{"NackAfterAcrossEnd", "NackAfter then the end of the subscription: a native delay holds, an emulated one is released; the message comes back", nackAfterAcrossEnd},
+	{"InFlightBytes", "inflight_bytes bounds the bytes of unsettled messages beside inflight: 2 of 60 KiB held under 150 KiB, one more after an ack", inFlightBytes},
 	{"NackAfterWindow", "a message waiting out a NackAfter holds no slot of the in-flight window", nackAfterWindow},
 	{"ContextCancel", "cancelling the Subscribe ctx closes the channel", contextCancel},
 	{"Close", "Close is idempotent, closes every channel before returning, rejects later use with ErrClosed", closeSemantics},

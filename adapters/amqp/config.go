@@ -91,6 +91,11 @@ type Config struct {
 	// InFlight is the per-subscription window of unsettled messages and the
 	// channel's prefetch count (inflight=). Default 64.
 	InFlight int
+	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
+	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
+	// beside InFlight; 0 takes driver.DefaultInFlightBytes (64 MiB), negative
+	// means no byte bound.
+	InFlightBytes int64
 	// NackMode is requeue or republish (nack_mode=). Default: republish for
 	// classic queues (exact Attempt), requeue for quorum queues.
 	NackMode string
@@ -195,6 +200,7 @@ func ParseURL(u *url.URL) (Config, error) {
 	}
 	cfg.QueueType = p.Enum("queue_type", QueueClassic, QueueClassic, QueueQuorum)
 	cfg.InFlight = p.Int("inflight", DefaultInFlight, 1)
+	cfg.InFlightBytes = p.Bytes("inflight_bytes", 0)
 	cfg.NackMode = p.Enum("nack_mode", "", NackRequeue, NackRepublish)
 	cfg.RequeueOnNack = p.Bool("requeue_on_nack", true)
 	cfg.DeadLetterExchange = p.String("dead_letter_exchange", "")

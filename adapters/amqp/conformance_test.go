@@ -36,7 +36,11 @@ func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
 			return &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
 		},
 		NewSubscriberWith: func(t testing.TB, group string, o adaptertest.SubscriberOptions) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(subURL(group), "inflight", strconv.Itoa(o.InFlight)))
+			kv := []string{"inflight", strconv.Itoa(o.InFlight)}
+			if o.InFlightBytes != 0 {
+				kv = append(kv, "inflight_bytes", strconv.FormatInt(o.InFlightBytes, 10))
+			}
+			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(subURL(group), kv...))
 			if err != nil {
 				t.Fatal(err)
 			}

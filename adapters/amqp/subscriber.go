@@ -67,7 +67,7 @@ func NewSubscriber(ctx context.Context, cfg Config) (*Subscriber, error) {
 		caps:  capabilities(&cfg),
 		log:   cfg.logger().With("backend", "amqp", "group", cfg.Group),
 	}
-	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, Logger: cfg.Logger})
+	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger})
 	return &Subscriber{sharedSubscriber: s, d: d}, nil
 }
 

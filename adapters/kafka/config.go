@@ -152,6 +152,11 @@ type SubscriberConfig struct {
 	// InFlight bounds the unsettled messages of one subscription, across
 	// its partitions (inflight=). Default 256.
 	InFlight int
+	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
+	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
+	// beside InFlight; 0 takes driver.DefaultInFlightBytes (64 MiB), negative
+	// means no byte bound.
+	InFlightBytes int64
 	// SessionTimeout is how long the group waits for a silent member
 	// before reassigning its partitions (session_timeout=). Default 45s.
 	SessionTimeout time.Duration

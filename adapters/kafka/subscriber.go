@@ -56,7 +56,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		scope:  strings.Join(brokers, ",") + "|" + cfg.Group,
 		health: h,
 	}
-	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
+	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
 }
 
 type subDriver struct {

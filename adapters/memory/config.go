@@ -18,4 +18,9 @@ type SubscriberConfig struct {
 	Group string
 	// InFlight bounds unsettled messages per subscription (inflight=). Default 64.
 	InFlight int
+	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
+	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
+	// beside InFlight; 0 takes driver.DefaultInFlightBytes (64 MiB), negative
+	// means no byte bound.
+	InFlightBytes int64
 }

@@ -19,8 +19,9 @@ func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, e
 	p := urlopt.New(u)
 	pc := PublisherConfig{MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
 	sc := SubscriberConfig{
-		Group:    p.String("group", ""),
-		InFlight: p.Int("inflight", 64, 1),
+		Group:         p.String("group", ""),
+		InFlight:      p.Int("inflight", 64, 1),
+		InFlightBytes: p.Bytes("inflight_bytes", 0),
 	}
 	if subscriber && sc.Group == "" {
 		p.Fail("group", "required: the name of this subscriber's group of competing consumers")

@@ -61,6 +61,11 @@ type SubscriberConfig struct {
 	// InFlight bounds unsettled messages per subscription (inflight=).
 	// Default 64.
 	InFlight int
+	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
+	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
+	// beside InFlight; 0 takes driver.DefaultInFlightBytes (64 MiB), negative
+	// means no byte bound.
+	InFlightBytes int64
 	// AckWait is how long the server waits for a settlement before it
 	// redelivers (ack_wait=). Default 30s; leases of messages in work are
 	// extended (+WPI) every AckWait/3. Applies when the adapter creates the

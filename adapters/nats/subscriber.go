@@ -44,9 +44,10 @@ func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig, own b
 	}
 	d := &subDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, cfg: cfg, caps: capabilities(int(nc.MaxPayload()))}
 	return driver.NewSubscriber(d, driver.Options{
-		InFlight:    cfg.InFlight,
-		ExtendEvery: cfg.AckWait / 3,
-		Logger:      cfg.Logger,
+		InFlight:      cfg.InFlight,
+		InFlightBytes: cfg.InFlightBytes,
+		ExtendEvery:   cfg.AckWait / 3,
+		Logger:        cfg.Logger,
 	}), nil
 }
 

@@ -105,6 +105,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	c.sub = SubscriberConfig{
 		Group:         p.String("group", ""),
 		InFlight:      p.Int("inflight", DefaultInFlight, 1),
+		InFlightBytes: p.Bytes("inflight_bytes", 0),
 		AckWait:       p.Duration("ack_wait", DefaultAckWait),
 		MaxDeliver:    p.Int("max_deliver", 0, 0),
 		MaxAckPending: p.Int("max_ack_pending", DefaultMaxAckPending, 1),

@@ -72,6 +72,11 @@ type SubscriberConfig struct {
 	// InFlight bounds unsettled messages per subscription (inflight=), and
 	// so how many rows one claim takes. Default 64.
 	InFlight int
+	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
+	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
+	// beside InFlight; 0 takes driver.DefaultInFlightBytes (64 MiB), negative
+	// means no byte bound.
+	InFlightBytes int64
 	// Lease is how long a claimed message stays invisible to the rest of
 	// the group (lease=). The lease is extended every Lease/3 while the
 	// message is held, so only a crashed or hung consumer's messages come

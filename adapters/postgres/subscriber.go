@@ -32,8 +32,9 @@ func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig
 	}
 	d.l = startListener(pool.Config().ConnConfig.Copy(), d.q, cfg.Logger)
 	return driver.NewSubscriber(d, driver.Options{
-		InFlight:    cfg.InFlight,
-		ExtendEvery: cfg.Lease / 3,
+		InFlight:      cfg.InFlight,
+		InFlightBytes: cfg.InFlightBytes,
+		ExtendEvery:   cfg.Lease / 3,
 		// Acks go with the next claim (see receiver.Settle), and a claim
 		// costs more than acks do: a fast handler's acks free the whole
 		// window at once, so that each claim takes a window, not half.

@@ -63,11 +63,12 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		p.Fail("max_bytes", "%d exceeds the adapter's limit of %d (512 MiB)", c.pub.MaxBytes, maxBytesLimit)
 	}
 	c.sub = SubscriberConfig{
-		Group:    p.String("group", ""),
-		Schema:   schema,
-		InFlight: p.Int("inflight", DefaultInFlight, 1),
-		Lease:    p.Duration("lease", DefaultLease),
-		Poll:     p.Duration("poll", DefaultPoll),
+		Group:         p.String("group", ""),
+		Schema:        schema,
+		InFlight:      p.Int("inflight", DefaultInFlight, 1),
+		InFlightBytes: p.Bytes("inflight_bytes", 0),
+		Lease:         p.Duration("lease", DefaultLease),
+		Poll:          p.Duration("poll", DefaultPoll),
 	}
 	if subscriber && c.sub.Group == "" {
 		p.Fail("group", "required: the name of this subscriber's group of competing consumers")

@@ -97,6 +97,11 @@ type SubscriberConfig struct {
 	// InFlight bounds unsettled messages per subscription (inflight=).
 	// Default 64.
 	InFlight int
+	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
+	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
+	// beside InFlight; 0 takes driver.DefaultInFlightBytes (64 MiB), negative
+	// means no byte bound.
+	InFlightBytes int64
 	// Block is the longest one XREADGROUP waits for new entries (block=).
 	// Default 1s. Close and Nack interrupt the wait with CLIENT UNBLOCK;
 	// where that command is not permitted, Block bounds how long they wait.

@@ -33,9 +33,10 @@ func newSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConf
 	caps.MaxDelay = maxDelay(cfg.ClaimIdle) // longer NackAfter delays are emulated by the shared layer
 	d := &subDriver{c: client, cfg: cfg, own: own, caps: caps}
 	return driver.NewSubscriber(d, driver.Options{
-		InFlight:    cfg.InFlight,
-		ExtendEvery: cfg.ClaimIdle / 3,
-		Logger:      cfg.Logger,
+		InFlight:      cfg.InFlight,
+		InFlightBytes: cfg.InFlightBytes,
+		ExtendEvery:   cfg.ClaimIdle / 3,
+		Logger:        cfg.Logger,
 	}), nil
 }
 

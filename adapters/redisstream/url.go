@@ -58,14 +58,15 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		p.Fail("maxage", "maxlen and maxage exclude each other")
 	}
 	c.sub = SubscriberConfig{
-		Group:      p.String("group", ""),
-		Consumer:   p.String("consumer", ""),
-		Prefix:     prefix,
-		Start:      p.Enum("start", DefaultStart, StartOldest, StartNewest),
-		InFlight:   p.Int("inflight", DefaultInFlight, 1),
-		Block:      p.Duration("block", DefaultBlock),
-		ClaimIdle:  p.Duration("claim_idle", DefaultClaimIdle),
-		ClaimEvery: p.Duration("claim_every", DefaultClaimEvery),
+		Group:         p.String("group", ""),
+		Consumer:      p.String("consumer", ""),
+		Prefix:        prefix,
+		Start:         p.Enum("start", DefaultStart, StartOldest, StartNewest),
+		InFlight:      p.Int("inflight", DefaultInFlight, 1),
+		InFlightBytes: p.Bytes("inflight_bytes", 0),
+		Block:         p.Duration("block", DefaultBlock),
+		ClaimIdle:     p.Duration("claim_idle", DefaultClaimIdle),
+		ClaimEvery:    p.Duration("claim_every", DefaultClaimEvery),
 	}
 	if c.sub.ConsumerTTL = p.Duration("consumer_ttl", DefaultConsumerTTL); c.sub.ConsumerTTL == 0 {
 		c.sub.ConsumerTTL = -1 // consumer_ttl=0: never remove idle consumers

@@ -120,6 +120,11 @@ type Config struct {
 	// InFlight bounds the messages a subscription holds unsettled,
 	// received ahead included (inflight=). Default 100.
 	InFlight int
+	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
+	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
+	// beside InFlight; 0 takes driver.DefaultInFlightBytes (64 MiB), negative
+	// means no byte bound.
+	InFlightBytes int64
 	// Visibility is the visibility timeout given to received messages
 	// (visibility=, seconds or a duration, 1s..12h). Default 30s.
 	Visibility time.Duration
@@ -315,6 +320,7 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	c.MaxMessages = p.Int("max_messages", MaxBatch, 1)
 	c.Pollers = p.Int("pollers", 0, 1)
 	c.InFlight = p.Int("inflight", DefaultInFlight, 1)
+	c.InFlightBytes = p.Bytes("inflight_bytes", 0)
 	c.Visibility = seconds(p, "visibility", DefaultVisibility, false)
 	c.ExtendEvery = seconds(p, "extend_every", 0, true)
 	c.AckLinger = seconds(p, "ack_linger", DefaultAckLinger, true)

@@ -144,7 +144,7 @@ func newSubscriber(ctx context.Context, scheme string, cfg Config, opts []Option
 	if extend < 0 {
 		extend = 0
 	}
-	return driver.NewSubscriber(d, driver.Options{InFlight: e.cfg.InFlight, ExtendEvery: extend, Logger: e.log}), nil
+	return driver.NewSubscriber(d, driver.Options{InFlight: e.cfg.InFlight, InFlightBytes: e.cfg.InFlightBytes, ExtendEvery: extend, Logger: e.log}), nil
 }
 
 // capabilities is the capability row of scheme under cfg.

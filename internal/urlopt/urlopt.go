@@ -148,3 +148,40 @@ func (p *Params) Err() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Bytes returns a byte count like "1048576", "512KiB", "64MiB" or "1GiB"
+// (binary units; "B" for bytes is allowed), or def. Zero and negative
+// counts are refused: a parameter given means a bound.
+func (p *Params) Bytes(name string, def int64) int64 {
+	v, ok := p.one(name)
+	if !ok {
+		return def
+	}
+	n, err := ParseBytes(v)
+	if err != nil {
+		p.fail(name, err.Error())
+		return def
+	}
+	return n
+}
+
+// ParseBytes reads a positive byte count with an optional binary unit
+// (B, KiB, MiB, GiB, TiB).
+func ParseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a positive byte count such as 1048576, 512KiB or 64MiB", v)
+	}
+	return n * mult, nil
+}
