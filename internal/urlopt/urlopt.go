@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Params is a one-shot reader over a URL's query. Not safe for concurrent use.
@@ -157,31 +158,10 @@ func (p *Params) Bytes(name string, def int64) int64 {
 	if !ok {
 		return def
 	}
-	n, err := ParseBytes(v)
+	n, err := driver.ParseBytes(v)
 	if err != nil {
 		p.fail(name, err.Error())
 		return def
 	}
 	return n
-}
-
-// ParseBytes reads a positive byte count with an optional binary unit
-// (B, KiB, MiB, GiB, TiB).
-func ParseBytes(v string) (int64, error) {
-	s := strings.TrimSpace(v)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a positive byte count such as 1048576, 512KiB or 64MiB", v)
-	}
-	return n * mult, nil
 }

@@ -19,6 +19,7 @@
 //	              no ':' and not "groups")
 //	prefix=P      key prefix (default "relay:list:")
 //	inflight=N    unsettled messages per subscription (default 64)
+//	inflight_bytes=B  their bytes, e.g. 16MiB (default 64 MiB)
 //	block=D       how long one BLMOVE waits for a message (default 5s; at most lease/2)
 //	lease=D       TTL of a consumer's owner key (default 30s, at least 1s)
 //

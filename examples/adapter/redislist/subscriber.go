@@ -34,8 +34,9 @@ func NewSubscriber(ctx context.Context, c Config) (*driver.Subscriber, error) {
 	}
 	d := &subDriver{rc: rc, c: c}
 	return driver.NewSubscriber(d, driver.Options{
-		InFlight:    c.InFlight,
-		ExtendEvery: c.Lease / 3, // keeps the owner key alive while the window is full
+		InFlight:      c.InFlight,
+		InFlightBytes: c.InFlightBytes,
+		ExtendEvery:   c.Lease / 3, // keeps the owner key alive while the window is full
 	}), nil
 }
 

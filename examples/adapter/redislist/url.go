@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Scheme is the URL scheme this adapter registers.
@@ -33,12 +34,13 @@ func init() { relay.Register(Scheme, opener{}) }
 // URL serves a publisher (which ignores group, inflight, block and lease)
 // and a subscriber.
 type Config struct {
-	Redis    *redis.Options
-	Prefix   string        // prefix= : key prefix
-	Group    string        // group= : the subscriber's group (required to subscribe)
-	InFlight int           // inflight= : unsettled messages per subscription
-	Block    time.Duration // block= : how long one BLMOVE waits for a message
-	Lease    time.Duration // lease= : TTL of a consumer's owner key
+	Redis         *redis.Options
+	Prefix        string        // prefix= : key prefix
+	Group         string        // group= : the subscriber's group (required to subscribe)
+	InFlight      int           // inflight= : unsettled messages per subscription
+	InFlightBytes int64         // inflight_bytes= : their bytes (0: the driver's default, 64 MiB)
+	Block         time.Duration // block= : how long one BLMOVE waits for a message
+	Lease         time.Duration // lease= : TTL of a consumer's owner key
 }
 
 // params is a strict reader of a URL's query: every parameter must be
@@ -75,6 +77,19 @@ func (p *params) positiveInt(name string, def int) int {
 	if err != nil || n < 1 {
 		p.fail(name, "want a positive integer, got %q", s)
 		return def
+	}
+	return n
+}
+
+func (p *params) bytes(name string) int64 {
+	s := p.str(name, "")
+	if s == "" {
+		return 0
+	}
+	n, err := driver.ParseBytes(s)
+	if err != nil {
+		p.fail(name, "%v", err)
+		return 0
 	}
 	return n
 }
@@ -121,6 +136,7 @@ func ParseURL(u *url.URL, subscriber bool) (Config, error) {
 	c.Prefix = p.str("prefix", DefaultPrefix)
 	c.Group = p.str("group", "")
 	c.InFlight = p.positiveInt("inflight", DefaultInFlight)
+	c.InFlightBytes = p.bytes("inflight_bytes")
 	c.Block = p.duration("block", DefaultBlock, 10*time.Millisecond)
 	c.Lease = p.duration("lease", DefaultLease, minLease)
 	if c.Block > c.Lease/2 {
@@ -137,7 +153,7 @@ func ParseURL(u *url.URL, subscriber bool) (Config, error) {
 	}
 	for name := range p.q {
 		if !p.seen[name] {
-			p.fail(name, "unknown parameter (known: block, group, inflight, lease, prefix)")
+			p.fail(name, "unknown parameter (known: block, group, inflight, inflight_bytes, lease, prefix)")
 		}
 	}
 	return c, errors.Join(p.errs...)

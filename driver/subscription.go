@@ -1,0 +1,392 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/deliveryhook"
+)
+
+// delayedNack is a message whose NackAfter the subscription emulates.
+type delayedNack struct {
+	handle any
+	timer  *time.Timer
+}
+
+// subscription is one Subscribe call: the receive loop filling the window,
+// the settlements of its messages, the flush and extend loops, and the
+// teardown that flushes and releases when it ends.
+type subscription struct {
+	parent *Subscriber
+	topic  string
+	r      Receiver
+	ctx    context.Context
+	cancel context.CancelFunc
+	// broker is the parent of every broker call's ctx: live while the
+	// subscription runs, done CloseTimeout after its teardown began.
+	broker    context.Context
+	brokerEnd context.CancelFunc
+	stopAfter func() bool
+	out       chan *relay.Message
+	native    bool
+	maxDelay  time.Duration
+	log       *slog.Logger
+
+	mu        sync.Mutex
+	ended     bool
+	free      int       // window slots: InFlight minus unsettled and unflushed settlements
+	flushAt   int       // pending settlements that trigger a flush without lingering
+	held      int       // slots held by pending settlements, freed once they are flushed
+	bytes     int64     // bytes of the delivered, unsettled messages
+	maxBytes  int64     // Options.InFlightBytes; <= 0: no byte bound
+	sizeGuess int64     // the largest message size of recent batches, for sizing a Receive
+	unsettled slotTable // handles of delivered messages by token
+	delayed   map[uint64]*delayedNack
+	pending   []Settle
+	spare     []Settle // the previous batch's array, reused by pending
+	recvErr   error    // latest Receive error, nil after a success
+	slotFreed chan struct{}
+	flushReq  chan struct{}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) run() {
+	defer s.parent.subs.Done()
+	defer s.stopAfter()
+	defer func() {
+		s.parent.mu.Lock()
+		delete(s.parent.active, s)
+		s.parent.mu.Unlock()
+	}()
+
+	flushDone := make(chan struct{})
+	finish := make(chan struct{})
+	go s.flushLoop(finish, flushDone)
+	extendDone := make(chan struct{})
+	if ext, ok := s.r.(Extender); ok && s.parent.opts.ExtendEvery > 0 {
+		go s.extendLoop(ext, finish, extendDone)
+	} else {
+		close(extendDone)
+	}
+
+	s.receiveLoop()
+	// From here on, one deadline bounds the final settlements, the release
+	// and the receiver's Close.
+	deadline := time.AfterFunc(s.parent.opts.CloseTimeout, s.brokerEnd)
+	defer func() {
+		deadline.Stop()
+		s.brokerEnd()
+	}()
+	// The channel closes last, so that a closed channel means the broker
+	// has every settlement and every released message: a new subscription
+	// of the group started after it sees them.
+	defer func() {
+		// Messages still buffered were released with the rest; drop them
+		// so nobody reads them from the closed channel.
+		for {
+			select {
+			case <-s.out:
+				continue
+			default:
+			}
+			break
+		}
+		close(s.out)
+	}()
+	s.cancel()
+
+	s.mu.Lock()
+	s.ended = true
+	release := s.unsettled.appendHandles(nil)
+	for _, d := range s.delayed {
+		d.timer.Stop()
+		release = append(release, d.handle)
+	}
+	s.unsettled, s.delayed = slotTable{}, nil
+	s.mu.Unlock()
+
+	close(finish)
+	<-flushDone
+	<-extendDone
+	if len(release) > 0 {
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
+		if err := s.r.Release(ctx, release); err != nil {
+			s.log.Warn("relay: releasing unsettled messages failed; the broker redelivers them after its timeout", "count", len(release), "err", err)
+		}
+		cancel()
+	}
+	if err := s.r.Close(s.broker); err != nil {
+		s.log.Warn("relay: closing subscription", "err", err)
+	}
+}
+
+// roomLocked is how many messages the next Receive may ask for: the free
+// window slots, fewer when the byte bound allows fewer messages of the
+// recent size, 0 while not one more of them fits (but never 0 because of
+// bytes when nothing is held, so that one message larger than the bound
+// still flows). Before the first batch, when no size is known, one
+// message is asked for. Called with s.mu held.
+func (s *subscription) roomLocked() int {
+	n := s.free
+	if s.maxBytes <= 0 || n <= 0 {
+		return n
+	}
+	if s.sizeGuess <= 0 {
+		return 1
+	}
+	fit := (s.maxBytes - s.bytes) / s.sizeGuess
+	if fit <= 0 {
+		if s.unsettled.len() == 0 {
+			return 1
+		}
+		return 0
+	}
+	return int(min(int64(n), fit))
+}
+
+func (s *subscription) receiveLoop() {
+	var bo backoffState
+	var (
+		msgs   []*relay.Message // reused from batch to batch
+		tokens []uint64
+	)
+	done := s.ctx.Done()
+	for {
+		s.mu.Lock()
+		n := s.roomLocked()
+		s.mu.Unlock()
+		if n <= 0 {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-s.slotFreed:
+				continue
+			}
+		}
+		batch, err := s.r.Receive(s.ctx, n)
+		if s.ctx.Err() != nil && len(batch) == 0 {
+			return
+		}
+		if err != nil {
+			if errors.Is(err, relay.ErrClosed) {
+				s.log.Error("relay: subscription ended by the backend", "err", err)
+				return
+			}
+			s.mu.Lock()
+			s.recvErr = err
+			s.mu.Unlock()
+			s.log.Warn("relay: receive failed; retrying", "err", err, "attempt", bo.n+1)
+			if !bo.sleep(s.ctx) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+		s.mu.Lock()
+		s.recvErr = nil
+		s.mu.Unlock()
+		msgs, tokens = msgs[:0], tokens[:0]
+		var largest int64
+		s.mu.Lock()
+		for _, rc := range batch {
+			size := int64(EncodedSize(rc.Msg))
+			largest = max(largest, size)
+			s.bytes += size
+			tokens = append(tokens, s.unsettled.put(rc.Handle, size))
+			msgs = append(msgs, rc.Msg)
+		}
+		s.free -= len(batch)
+		s.sizeGuess = max(largest, s.sizeGuess-s.sizeGuess/8)
+		s.mu.Unlock()
+		// The messages are nobody else's until sent: no lock needed.
+		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64) {
+			return max(batch[i].Attempt, 1), tokens[i]
+		})
+		for i, m := range msgs {
+			msgs[i] = nil
+			if s.ctx.Err() != nil {
+				return
+			}
+			select { // the common case, without the cost of a two-way select
+			case s.out <- m:
+				continue
+			default:
+			}
+			select {
+			case s.out <- m:
+			case <-done:
+				return
+			}
+		}
+	}
+}
+
+// Settle implements Settler. It runs on the goroutine that calls
+// Ack/Nack and never blocks on the broker.
+func (s *subscription) Settle(id uint64, st Settlement) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return relay.ErrSubscriptionEnded
+	}
+	h, size, ok := s.unsettled.take(id)
+	if !ok {
+		return relay.ErrSubscriptionEnded
+	}
+	if s.bytes -= size; s.maxBytes > 0 && s.bytes < s.maxBytes && s.bytes+size >= s.maxBytes {
+		signal(s.slotFreed) // the byte bound no longer holds Receive back
+	}
+
+	delay := st.Delay
+	if !st.Ack && delay > 0 && (!s.native || (s.maxDelay > 0 && delay > s.maxDelay)) {
+		// Emulate the delay: keep the message leased, nack it later. A
+		// parked message does not count against the window.
+		s.free++
+		signal(s.slotFreed)
+		if p, ok := s.r.(Parker); ok {
+			p.Park(h)
+		}
+		dn := &delayedNack{handle: h}
+		s.delayed[id] = dn
+		dn.timer = time.AfterFunc(delay, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.ended || s.delayed[id] != dn {
+				return
+			}
+			delete(s.delayed, id)
+			s.pending = append(s.pending, Settle{Handle: dn.handle})
+			signal(s.flushReq)
+		})
+		return nil
+	}
+	if st.Ack {
+		delay = 0
+	}
+	s.pending = append(s.pending, Settle{Handle: h, Ack: st.Ack, Delay: delay})
+	s.held++
+	// Wake the flusher for the first settlement of a batch (it then
+	// lingers), and again when the batch should go without waiting.
+	if len(s.pending) == 1 || s.urgentLocked() {
+		signal(s.flushReq)
+	}
+	return nil
+}
+
+// urgentLocked reports whether pending settlements should be sent without
+// lingering: the batch is big enough, or nothing else is held, so no more
+// settlements are coming soon.
+func (s *subscription) urgentLocked() bool {
+	return len(s.pending) >= s.flushAt || s.unsettled.len() == 0
+}
+
+// flushLoop sends settlements to the broker in batches: it lingers up to
+// SettleLinger for a batch to fill unless it is urgent, and settlements
+// made while a Settle call is in progress join the next batch. Window slots
+// are freed after the broker call, so the window bounds what the broker
+// sees as unacknowledged.
+func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	linger := time.NewTimer(s.parent.opts.SettleLinger)
+	linger.Stop()
+	for {
+		final := false
+		select {
+		case <-s.flushReq:
+		case <-finish:
+			final = true
+		}
+		if !final {
+			s.mu.Lock()
+			urgent := s.urgentLocked()
+			s.mu.Unlock()
+			if !urgent {
+				linger.Reset(s.parent.opts.SettleLinger)
+				select {
+				case <-linger.C:
+				case <-s.flushReq:
+				case <-finish:
+					final = true
+				}
+				linger.Stop()
+			}
+		}
+		for {
+			s.mu.Lock()
+			batch, held := s.pending, s.held
+			if len(batch) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			s.pending, s.spare, s.held = s.spare[:0], nil, 0
+			s.mu.Unlock()
+			s.sendSettlements(batch)
+			clear(batch) // drop the handles
+			s.mu.Lock()
+			s.free += held
+			if s.spare == nil && cap(batch) <= 2*s.parent.opts.InFlight {
+				s.spare = batch[:0]
+			}
+			s.mu.Unlock()
+			signal(s.slotFreed)
+		}
+		if final {
+			return
+		}
+	}
+}
+
+func (s *subscription) sendSettlements(batch []Settle) {
+	var bo backoffState
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
+		err := s.r.Settle(ctx, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		if try == 3 || errors.Is(err, relay.ErrClosed) || s.broker.Err() != nil {
+			s.log.Warn("relay: settling messages failed; the broker will redeliver them", "count", len(batch), "err", err)
+			return
+		}
+		s.log.Debug("relay: settle failed; retrying", "err", err)
+		bo.sleep(s.broker)
+	}
+}
+
+func (s *subscription) extendLoop(ext Extender, finish <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.parent.opts.ExtendEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-finish:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		handles := s.unsettled.appendHandles(make([]any, 0, s.unsettled.len()+len(s.delayed)))
+		for _, d := range s.delayed {
+			handles = append(handles, d.handle)
+		}
+		s.mu.Unlock()
+		if len(handles) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
+		if err := ext.Extend(ctx, handles); err != nil {
+			s.log.Warn("relay: extending message leases failed", "count", len(handles), "err", err)
+		}
+		cancel()
+	}
+}
