@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/go-relay/relay"
 )
 
 // The benchmarks compare relay with franz-go (kgo) used directly for the

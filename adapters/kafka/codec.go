@@ -5,9 +5,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Wire format. A relay message is one Kafka record:
@@ -98,12 +99,18 @@ func headerName(k string) string {
 // The payload is copied so that a redelivery is unaffected by changes the
 // application made to an earlier delivery.
 func decodeRecord(r *kgo.Record) *relay.Message {
-	m := &relay.Message{}
-	if len(r.Value) > 0 {
-		m.Payload = append([]byte(nil), r.Value...)
-	}
+	m := new(relay.Message)
+	decodeInto(m, r, new(driver.Arena))
+	return m
+}
+
+// decodeInto is decodeRecord into m, copying the record's bytes into a
+// (one allocation per chunk, not per field; Receive decodes a batch
+// through one arena).
+func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
+	m.Payload = a.Bytes(r.Value)
 	if len(r.Key) > 0 {
-		m.Key = string(r.Key)
+		m.Key = a.String(r.Key)
 	}
 	if r.Value == nil {
 		m.Metadata = relay.Metadata{MetadataTombstone: "true"}
@@ -118,7 +125,7 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 			if idSeen {
 				repeats = append(repeats, i)
 			} else {
-				m.ID, idSeen = string(h.Value), true
+				m.ID, idSeen = a.String(h.Value), true
 			}
 			continue
 		}
@@ -130,7 +137,7 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 		if m.Metadata == nil {
 			m.Metadata = make(relay.Metadata, len(r.Headers))
 		}
-		m.Metadata[name] = string(h.Value)
+		m.Metadata[name] = a.String(h.Value)
 	}
 	for _, i := range repeats {
 		h := r.Headers[i]
@@ -139,7 +146,6 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 	if m.ID == "" {
 		m.ID = foreignID(r)
 	}
-	return m
 }
 
 // mdName is the metadata name of a header (relay-md- stripped).

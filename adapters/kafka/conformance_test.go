@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/goleak"
+
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/internal/testenv"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"go.uber.org/goleak"
 )
 
 // restartable is a kfake cluster on a fixed port with its data on disk, so

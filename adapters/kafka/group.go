@@ -8,11 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/go-relay/relay"
 )
 
 // member is one member of the subscriber's consumer group: one kgo client

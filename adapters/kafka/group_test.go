@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/go-relay/relay"
 )
 
 // position is where a message sits in the topic.

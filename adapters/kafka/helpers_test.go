@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 
 	_ "github.com/go-relay/relay/adapters/kafka"
 )

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestRoundTrip(t *testing.T) {

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/driver"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // NewPublisher connects a publisher. ctx bounds connecting only: the seed

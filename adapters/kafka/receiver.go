@@ -8,11 +8,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/backoff"
 )
 
 // receiver is one subscription: one topic of the subscriber's group
@@ -43,6 +45,9 @@ type receiver struct {
 	// pauseWarnEvery of it are logged at Debug (a message that keeps
 	// waiting out NackAfter pauses its partition again on every round).
 	pauseWarned time.Time
+	// arena holds the decoded fields of received messages; used by take,
+	// under mu.
+	arena driver.Arena
 
 	commitMu sync.Mutex // orders commits of the loop, revocations and Close
 
@@ -149,7 +154,12 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 // take pops up to max handles of partitions still owned from q and turns
 // them into deliveries, counting each delivery. Call with r.mu held.
 func (r *receiver) take(q *[]*handle, max int) []driver.Received {
-	var out []driver.Received
+	k := min(max, len(*q))
+	if k == 0 {
+		return nil
+	}
+	out := make([]driver.Received, 0, k)
+	msgs := make([]relay.Message, k) // one allocation for the batch's messages
 	n := 0
 	for n < len(*q) && len(out) < max {
 		h := (*q)[n]
@@ -163,7 +173,9 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 		}
 		e.attempt++
 		h.attempt = e.attempt
-		out = append(out, driver.Received{Msg: decodeRecord(h.rec), Attempt: int(h.attempt), Handle: h})
+		m := &msgs[len(out)]
+		decodeInto(m, h.rec, &r.arena)
+		out = append(out, driver.Received{Msg: m, Attempt: int(h.attempt), Handle: h})
 	}
 	*q = (*q)[n:]
 	if len(*q) == 0 {

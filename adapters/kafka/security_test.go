@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/internal/testenv"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // TestTLS and TestSASL always start a kfake cluster of their own, set up

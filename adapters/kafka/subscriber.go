@@ -9,12 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/backoff"
 )
 
 // brokerTimeout bounds the admin calls of Subscribe and every commit.

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/go-relay/relay"
 )
 
 // topicMaker creates missing topics once per client. Safe for concurrent use.

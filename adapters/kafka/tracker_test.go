@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/go-relay/relay"
 )
 
 func TestTrackerContiguousPrefix(t *testing.T) {

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-relay/relay"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/go-relay/relay"
 )
 
 // rawRecords reads n records of topic from the start with a plain kgo

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Retention bounds for messages published to a topic that has no group yet.
@@ -20,8 +21,8 @@ type broker struct {
 	mu       sync.Mutex
 	topics   map[string]*topic
 	seq      uint64
-	payloads arena    // copies of published payloads
-	groups   []*group // scratch for publish
+	payloads driver.Arena // copies of published payloads
+	groups   []*group     // scratch for publish
 }
 
 var brokers struct {
@@ -108,7 +109,7 @@ func (b *broker) publish(topicName string, msgs []*relay.Message) {
 	es := make([]entry, len(msgs))
 	for i, m := range msgs {
 		b.seq++
-		es[i] = entry{seq: b.seq, id: m.ID, key: m.Key, md: m.Metadata.Clone(), payload: b.payloads.copy(m.Payload)}
+		es[i] = entry{seq: b.seq, id: m.ID, key: m.Key, md: m.Metadata.Clone(), payload: b.payloads.Bytes(m.Payload)}
 	}
 	if len(t.groups) == 0 {
 		for i := range es {
@@ -230,32 +231,4 @@ func (b *broker) lag(topicName, name string) int64 {
 		return 0
 	}
 	return int64(len(g.ready) + len(g.timers) + g.delivered)
-}
-
-// Payloads up to arenaMax bytes are copied into shared chunks of
-// arenaChunk bytes; larger ones get their own allocation. A chunk lives
-// while any payload in it is referenced, so a kept payload holds at most
-// arenaChunk bytes beyond its own.
-const (
-	arenaChunk = 16 << 10
-	arenaMax   = 1 << 10
-)
-
-// arena copies payloads with few allocations. Not safe for concurrent use.
-type arena struct{ buf []byte }
-
-// copy returns a copy of p (nil when p is empty) whose capacity is its
-// length, so appending to it never writes into a neighbour.
-func (a *arena) copy(p []byte) []byte {
-	switch {
-	case len(p) == 0:
-		return nil
-	case len(p) > arenaMax:
-		return append([]byte(nil), p...)
-	case cap(a.buf)-len(a.buf) < len(p):
-		a.buf = make([]byte, 0, arenaChunk)
-	}
-	n := len(a.buf)
-	a.buf = append(a.buf, p...)
-	return a.buf[n:len(a.buf):len(a.buf)]
 }

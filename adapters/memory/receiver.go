@@ -13,7 +13,7 @@ type receiver struct {
 	g        *group
 	taken    []*entry          // reused by every Receive
 	out      []driver.Received // returned by Receive, reused by the next
-	payloads arena
+	payloads driver.Arena
 }
 
 // Receive copies up to max ready entries into messages; the messages of
@@ -29,7 +29,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 			msgs := make([]relay.Message, len(entries))
 			for i, e := range entries {
 				m := &msgs[i]
-				m.ID, m.Key, m.Metadata, m.Payload = e.id, e.key, e.md.Clone(), r.payloads.copy(e.payload)
+				m.ID, m.Key, m.Metadata, m.Payload = e.id, e.key, e.md.Clone(), r.payloads.Bytes(e.payload)
 				out[i] = driver.Received{Msg: m, Attempt: e.deliveries, Handle: e}
 			}
 			clear(entries)

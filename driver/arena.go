@@ -1,0 +1,52 @@
+package driver
+
+import "unsafe"
+
+// Arena copies the small byte slices and strings of received messages
+// (payloads, IDs, keys, metadata values) into shared chunks, so that
+// decoding a batch costs one allocation per chunk instead of one per
+// field. A receiver keeps one Arena and uses it from its Receive (it is not
+// safe for concurrent use).
+//
+// Slices and strings up to ArenaMax bytes share chunks of ArenaChunk
+// bytes; larger ones get their own allocation. A chunk lives while anything
+// copied into it is referenced, so a message kept after it was settled
+// holds at most ArenaChunk bytes beyond its own. Bytes handed out are
+// never written again by the Arena, and the capacity of a returned slice is
+// its length, so that appending to it never writes into a neighbour.
+type Arena struct{ buf []byte }
+
+// Arena's sizes: see Arena.
+const (
+	ArenaChunk = 16 << 10
+	ArenaMax   = 1 << 10
+)
+
+// Bytes returns a copy of p; nil when p is empty.
+func (a *Arena) Bytes(p []byte) []byte {
+	switch {
+	case len(p) == 0:
+		return nil
+	case len(p) > ArenaMax:
+		return append([]byte(nil), p...)
+	case cap(a.buf)-len(a.buf) < len(p):
+		a.buf = make([]byte, 0, ArenaChunk)
+	}
+	n := len(a.buf)
+	a.buf = append(a.buf, p...)
+	return a.buf[n:len(a.buf):len(a.buf)]
+}
+
+// String returns p as a string. Its bytes live in the arena's chunk,
+// which is never written again, so the string is immutable as Go
+// requires.
+func (a *Arena) String(p []byte) string {
+	if len(p) == 0 {
+		return ""
+	}
+	if len(p) > ArenaMax {
+		return string(p)
+	}
+	b := a.Bytes(p)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}

@@ -1,0 +1,43 @@
+package driver
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// Copies are equal to their source, independent of it and of each other
+// (appending to one never writes into the next), and large inputs get
+// their own allocation.
+func TestArenaCopies(t *testing.T) {
+	var a Arena
+	src := []byte("payload-one")
+	b1 := a.Bytes(src)
+	s1 := a.String([]byte("id-1"))
+	b2 := a.Bytes([]byte("payload-two"))
+	src[0] = 'X'
+	if string(b1) != "payload-one" || s1 != "id-1" || string(b2) != "payload-two" {
+		t.Fatalf("copies changed: %q %q %q", b1, s1, b2)
+	}
+	_ = append(b1, "!!!!"...)
+	if string(b2) != "payload-two" || s1 != "id-1" {
+		t.Fatalf("appending to one copy wrote into a neighbour: %q %q", s1, b2)
+	}
+	if a.Bytes(nil) != nil || a.String(nil) != "" {
+		t.Fatal("empty input should give nil / empty string")
+	}
+	big := bytes.Repeat([]byte{'b'}, ArenaMax+1)
+	if got := a.String(big); got != strings.Repeat("b", ArenaMax+1) {
+		t.Fatal("large string not copied whole")
+	}
+	// Many small copies across chunk boundaries stay intact.
+	var kept []string
+	for i := range 5000 {
+		kept = append(kept, a.String([]byte(strings.Repeat(string(rune('a'+i%26)), 7))))
+	}
+	for i, s := range kept {
+		if s != strings.Repeat(string(rune('a'+i%26)), 7) {
+			t.Fatalf("copy %d changed: %q", i, s)
+		}
+	}
+}
