@@ -207,7 +207,10 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	n := 0
 	now := time.Now()
 	ft.EachPartition(func(fp kgo.FetchPartition) {
+		hs := make([]handle, len(fp.Records)) // one allocation per partition's records
 		fp.EachRecord(func(rec *kgo.Record) {
+			h := &hs[0]
+			hs = hs[1:]
 			n++
 			ps := r.parts[rec.Partition]
 			if ps == nil {
@@ -221,7 +224,8 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 				ps.paused = true
 				pause = append(pause, ps.part)
 			}
-			r.queue = append(r.queue, &handle{ps: ps, rec: rec, queued: now})
+			*h = handle{ps: ps, rec: rec, queued: now}
+			r.queue = append(r.queue, h)
 		})
 	})
 	r.mu.Unlock()
