@@ -57,7 +57,9 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		scope:  strings.Join(brokers, ",") + "|" + cfg.Group,
 		health: h,
 	}
-	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
+	// SettleBatch: the whole window, so that a fast handler's acks become
+	// one offset commit per window, as a PollRecords + commit loop makes.
+	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, SettleBatch: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
 }
 
 type subDriver struct {
