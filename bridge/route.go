@@ -206,6 +206,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	f := &forwarder{r: r}
 	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
 		router.WithConcurrency(r.cfg.Concurrency),
+		router.WithGuarantee(r.cfg.Guarantee),
 		router.WithMiddleware(mws...))
 	if err != nil {
 		closeAll()
