@@ -24,7 +24,9 @@ import (
 // Dedup inside Retry, so each attempt reserves the message ID and a failed
 // attempt releases it. The forwarder publishes and returns no outputs, so
 // every middleware sees the destination's answer, and the router acks the
-// source only after the chain returned success.
+// source only after the chain returned success. An at-most-once route
+// (Route.Guarantee) has neither PoisonQueue nor Retry, and its router acks
+// the source before the chain runs.
 
 // chain builds the route's middleware around the forwarder for one session.
 func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
@@ -44,17 +46,18 @@ func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
 		}
 		mws = append(mws, mw)
 	}
-	rt := r.cfg.Retry
-	mw, err := middleware.Retry(middleware.RetryConfig{
-		MaxAttempts:     rt.MaxAttempts,
-		InitialInterval: rt.InitialInterval,
-		MaxInterval:     rt.MaxInterval,
-		MaxElapsed:      rt.MaxElapsed,
-	})
-	if err != nil {
-		return nil, err
+	if rt := r.cfg.Retry; rt != nil { // nil on an at-most-once route
+		mw, err := middleware.Retry(middleware.RetryConfig{
+			MaxAttempts:     rt.MaxAttempts,
+			InitialInterval: rt.InitialInterval,
+			MaxInterval:     rt.MaxInterval,
+			MaxElapsed:      rt.MaxElapsed,
+		})
+		if err != nil {
+			return nil, err
+		}
+		mws = append(mws, mw)
 	}
-	mws = append(mws, mw)
 	if d := r.cfg.Dedup; d != nil {
 		mw, err := middleware.Dedup(middleware.DedupConfig{
 			Store:  r.dedupStore,

@@ -132,6 +132,18 @@ type Route struct {
 	// Dedup skips messages whose ID this route already forwarded
 	// ("dedup"). Nil: no deduplication.
 	Dedup *Dedup
+	// Guarantee is the route's delivery guarantee ("guarantee":
+	// at-most-once, at-least-once or exactly-once). The default,
+	// relay.AtLeastOnce, acks the source only after the destination
+	// accepted the copy, and redelivers it otherwise. relay.AtMostOnce
+	// acks the source before the publish and publishes once: a failed
+	// publish loses the message (logged, counted as an error), it is never
+	// retried or redelivered. An at-most-once route takes no Retry and no
+	// Poison (Validate refuses them: both exist to keep a failed message
+	// for another try, which at-most-once gives up). relay.ExactlyOnce is
+	// refused by Validate: no pair of backends gives it yet (it needs
+	// Kafka transactions); Dedup gives its effect on at-least-once.
+	Guarantee relay.Guarantee
 }
 
 // Source is the consuming end of a route.
@@ -248,20 +260,24 @@ func (c Config) withDefaults() Config {
 		if r.PublishTimeout == 0 {
 			r.PublishTimeout = DefaultPublishTimeout
 		}
-		rt := Retry{}
-		if r.Retry != nil {
-			rt = *r.Retry
+		if r.Guarantee == relay.AtMostOnce {
+			r.Retry = nil // the chain runs once (see Route.Guarantee)
+		} else {
+			rt := Retry{}
+			if r.Retry != nil {
+				rt = *r.Retry
+			}
+			if rt.MaxAttempts == 0 {
+				rt.MaxAttempts = DefaultRetryAttempts
+			}
+			if rt.InitialInterval == 0 {
+				rt.InitialInterval = DefaultRetryInitial
+			}
+			if rt.MaxInterval == 0 {
+				rt.MaxInterval = max(DefaultRetryMax, rt.InitialInterval)
+			}
+			r.Retry = &rt
 		}
-		if rt.MaxAttempts == 0 {
-			rt.MaxAttempts = DefaultRetryAttempts
-		}
-		if rt.InitialInterval == 0 {
-			rt.InitialInterval = DefaultRetryInitial
-		}
-		if rt.MaxInterval == 0 {
-			rt.MaxInterval = max(DefaultRetryMax, rt.InitialInterval)
-		}
-		r.Retry = &rt
 		if r.Poison != nil {
 			p := *r.Poison
 			if p.URL == "" {
@@ -404,6 +420,7 @@ func (r Route) validate(p *problems, path string) {
 	if r.PublishTimeout < 0 {
 		p.add(path+".publish_timeout", "%v: must not be negative", r.PublishTimeout)
 	}
+	r.validateGuarantee(p, path)
 	if rt := r.Retry; rt != nil {
 		if rt.MaxAttempts < 0 {
 			p.add(path+".retry.max_attempts", "%d: must be at least 1", rt.MaxAttempts)
@@ -554,4 +571,37 @@ func builtinScheme(raw string) bool {
 		return true
 	}
 	return false
+}
+
+// validateGuarantee refuses a guarantee the route cannot give and the
+// settings an at-most-once route contradicts (see Route.Guarantee).
+func (r Route) validateGuarantee(p *problems, path string) {
+	switch r.Guarantee {
+	case relay.AtLeastOnce:
+	case relay.AtMostOnce:
+		if r.Retry != nil {
+			p.add(path+".retry", "route %q is at-most-once: its source is acked before the publish, which is tried once; "+
+				"remove retry or use guarantee: at-least-once", r.Name)
+		}
+		if r.Poison != nil {
+			p.add(path+".poison", "route %q is at-most-once: a failed publish is lost, not kept for another try; "+
+				"remove poison or use guarantee: at-least-once", r.Name)
+		}
+	case relay.ExactlyOnce:
+		p.add(path+".guarantee", "exactly-once is not available for route %q (%s to %s): this pair can give "+
+			"at-most-once or at-least-once; exactly-once needs the source offsets and the destination writes in one "+
+			"Kafka transaction, which relay does not implement yet; use at-least-once with dedup for an exactly-once effect",
+			r.Name, schemeOf(r.From.URL), schemeOf(r.To.URL))
+	default:
+		p.add(path+".guarantee", "unknown %v", r.Guarantee)
+	}
+}
+
+// schemeOf names the backend of a URL by its scheme ("kafka://"), or
+// "an unparsed URL".
+func schemeOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
+		return u.Scheme + "://"
+	}
+	return "an unparsed URL"
 }

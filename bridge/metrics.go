@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		forwarded: counterVec("relay_bridge_forwarded_total",
 			"Messages published to the destination and acked at the source."),
 		failed: counterVec("relay_bridge_failed_total",
-			"Deliveries whose publish failed after in-process retries (the message was nacked for redelivery or poisoned)."),
+			"Deliveries whose publish failed after in-process retries (the message was nacked for redelivery or poisoned; on an at-most-once route: tried once and lost)."),
 		retries: counterVec("relay_bridge_retries_total",
 			"Publishes retried in process after a failure."),
 		poisoned: counterVec("relay_bridge_poisoned_total",

@@ -206,6 +206,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	f := &forwarder{r: r}
 	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
 		router.WithConcurrency(r.cfg.Concurrency),
+		router.WithGuarantee(r.cfg.Guarantee),
 		router.WithMiddleware(mws...))
 	if err != nil {
 		closeAll()
@@ -233,7 +234,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	}()
 	r.log.Info("route connected", "from", relay.Redact(r.fromURL), "from_topic", r.cfg.From.Topic,
 		"to", relay.Redact(r.cfg.To.URL), "to_topic", r.cfg.To.Topic,
-		"concurrency", r.cfg.Concurrency, "hop_source", r.srcHop, "hop_destination", r.dstHop)
+		"concurrency", r.cfg.Concurrency, "guarantee", r.cfg.Guarantee.String(), "hop_source", r.srcHop, "hop_destination", r.dstHop)
 	err = rt.Run(ctx)
 	select {
 	case <-rt.Running():

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/go-relay/relay"
 )
 
 // Load reads and parses the YAML file at path; see Parse. Environment
@@ -288,6 +290,21 @@ func (d *decoder) summaryInterval(dst *time.Duration) func(*yaml.Node, string) {
 	}
 }
 
+func (d *decoder) guarantee(dst *relay.Guarantee) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v, ok := d.scalar(n, path, "a guarantee")
+		if !ok || v == "" {
+			return
+		}
+		g, err := relay.ParseGuarantee(strings.TrimSpace(v))
+		if err != nil {
+			d.p.at(posOf(n), path, "%q: want at-most-once, at-least-once or exactly-once", v)
+			return
+		}
+		*dst = g
+	}
+}
+
 func (d *decoder) bool(dst *bool) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		v, ok := d.scalar(n, path, "true or false")
@@ -363,6 +380,7 @@ func (d *decoder) route(n *yaml.Node, path string, r *Route) {
 		field{"concurrency", d.int(&r.Concurrency)},
 		field{"batch", d.int(&r.Batch)},
 		field{"publish_timeout", d.duration(&r.PublishTimeout)},
+		field{"guarantee", d.guarantee(&r.Guarantee)},
 		field{"retry", func(n *yaml.Node, path string) {
 			r.Retry = &Retry{}
 			d.mapping(n, path,

@@ -139,17 +139,18 @@ func (e *RetryError) Interrupted() bool { return e.Reason == RetryInterrupted }
 // are dropped. A wait is cut short when ctx is done or the router begins to
 // shut down (router.Stopping); Retry then returns a *RetryError with Reason
 // RetryInterrupted. When it gives up, it returns a *RetryError wrapping the
-// last error.
+// last error. The middleware is marked router.Retrying, so an at-most-once
+// handler refuses it.
 func Retry(cfg RetryConfig) (router.Middleware, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return func(next router.Handler) router.Handler {
+	return router.Retrying(func(next router.Handler) router.Handler {
 		return func(ctx context.Context, msg *relay.Message) ([]*relay.Message, error) {
 			return cfg.run(ctx, msg, next)
 		}
-	}, nil
+	}), nil
 }
 
 func (c *RetryConfig) run(ctx context.Context, msg *relay.Message, next router.Handler) ([]*relay.Message, error) {

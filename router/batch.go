@@ -96,8 +96,18 @@ func (e *BatchError) failure(id string) error {
 type BatchOption func(*batchConfig)
 
 type batchConfig struct {
-	size int
-	wait time.Duration
+	size      int
+	wait      time.Duration
+	guarantee relay.Guarantee
+}
+
+// WithBatchGuarantee chooses the batch handler's delivery guarantee, as
+// WithGuarantee does for a Handler: with relay.AtMostOnce every message of
+// a batch is acked before the handler is called, and a failed batch (or a
+// panic) is logged and lost, never redelivered; relay.ExactlyOnce is
+// refused by AddBatchHandler with a *GuaranteeError.
+func WithBatchGuarantee(g relay.Guarantee) BatchOption {
+	return func(c *batchConfig) { c.guarantee = g }
 }
 
 // WithBatchSize sets the most messages a batch holds (default 64). A batch
@@ -142,6 +152,9 @@ func (r *Router) AddBatchHandler(name string, sub relay.Subscriber, topic string
 	}
 	if bc.wait < 0 {
 		errs = append(errs, fmt.Errorf("router: handler %q: batch wait %v is negative", name, bc.wait))
+	}
+	if err := checkGuarantee(name, bc.guarantee); err != nil {
+		errs = append(errs, err)
 	}
 	return r.add(&handler{r: r, name: name, sub: sub, topic: topic, bfn: h, bcfg: bc}, errs)
 }
@@ -218,6 +231,10 @@ func (h *handler) processBatch(msgs []*relay.Message) {
 	h.inProgress.Add(1)
 	defer h.inProgress.Add(-1)
 
+	if h.bcfg.guarantee == relay.AtMostOnce {
+		h.processBatchAtMostOnce(msgs)
+		return
+	}
 	err := h.callBatch(msgs)
 	var pe *PanicError
 	var be *BatchError
@@ -240,4 +257,24 @@ func (h *handler) callBatch(msgs []*relay.Message) (err error) {
 		}
 	}()
 	return h.bfn(h.ctx, msgs)
+}
+
+// processBatchAtMostOnce acks every message of msgs, then runs the batch
+// handler once; its failure loses the messages (see WithBatchGuarantee).
+// Messages whose ack fails (their subscription ended) are not handled:
+// they go back to the group, and handling them could take effect twice.
+func (h *handler) processBatchAtMostOnce(msgs []*relay.Message) {
+	acked := msgs[:0:0]
+	for _, m := range msgs {
+		if h.ackFirst(m) {
+			acked = append(acked, m)
+		}
+	}
+	if len(acked) == 0 {
+		return
+	}
+	if err := h.callBatch(acked); err != nil {
+		h.r.log.Warn("router: at-most-once batch handler failed; its messages were acked and are lost",
+			"handler", h.name, "topic", h.topic, "messages", len(acked), "first_id", acked[0].ID, "err", err)
+	}
 }

@@ -25,6 +25,7 @@ type handlerConfig struct {
 	concurrency int
 	queue       int
 	middleware  []Middleware
+	guarantee   relay.Guarantee
 }
 
 // WithOutput adds an output: every message the handler returns is published
@@ -62,4 +63,27 @@ func WithQueueSize(n int) HandlerOption {
 // among themselves the first is the outermost.
 func WithMiddleware(mw ...Middleware) HandlerOption {
 	return func(c *handlerConfig) { c.middleware = append(c.middleware, mw...) }
+}
+
+// WithGuarantee chooses the handler's delivery guarantee (default
+// relay.AtLeastOnce, where the input is acked after the handler succeeded
+// and its outputs were published, and nacked for redelivery otherwise).
+//
+// With relay.AtMostOnce the router acks the input before it calls the
+// handler and never redelivers it: if the handler fails, panics or the
+// process dies, the message is lost (logged at Warn, with its ID). The
+// messages the handler returns are published once; a failed publish is
+// logged and not retried. msg.Context() is already done when the handler
+// runs (the message is settled), so use the handler's ctx. Middleware
+// marked with Retrying (middleware.Retry) is refused by AddHandler and Use,
+// and should anything else call the handler twice for one message, the
+// second call fails with ErrRetriedAtMostOnce without running it. Ack does
+// not wait for the broker (see relay.Message.Ack): a crash in the moment
+// between the ack and the broker receiving it can still redeliver.
+//
+// relay.ExactlyOnce is refused by AddHandler with a *GuaranteeError: it
+// needs Kafka transactions, which relay does not implement yet. Use
+// AtLeastOnce with middleware.Dedup for an exactly-once effect.
+func WithGuarantee(g relay.Guarantee) HandlerOption {
+	return func(c *handlerConfig) { c.guarantee = g }
 }

@@ -78,6 +78,13 @@ func (r *Router) Use(mw ...Middleware) error {
 	if r.state != stateIdle {
 		return ErrRunning
 	}
+	for _, h := range r.handlers {
+		if h.guarantee() == relay.AtMostOnce {
+			if err := refuseRetrying(h.name, mw, "router middleware"); err != nil {
+				return err
+			}
+		}
+	}
 	r.mw = append(r.mw, mw...)
 	return nil
 }
@@ -86,7 +93,8 @@ func (r *Router) Use(mw ...Middleware) error {
 // be unique within the router; metrics, logs, poison metadata and dedup
 // keys use it. The router does not close sub unless it is handed to Own.
 // It returns ErrRunning after Run started and an error for an invalid
-// argument or option.
+// argument or option, among them a *GuaranteeError for relay.ExactlyOnce
+// and retrying middleware on an at-most-once handler (see WithGuarantee).
 func (r *Router) AddHandler(name string, sub relay.Subscriber, topic string, h Handler, opts ...HandlerOption) error {
 	hc := handlerConfig{concurrency: 1, queue: DefaultQueueSize}
 	for _, o := range opts {
@@ -105,6 +113,19 @@ func (r *Router) AddHandler(name string, sub relay.Subscriber, topic string, h H
 		}
 		if o.Topic == "" {
 			errs = append(errs, fmt.Errorf("router: handler %q: output %d: %w: empty", name, i, relay.ErrInvalidTopic))
+		}
+	}
+	if err := checkGuarantee(name, hc.guarantee); err != nil {
+		errs = append(errs, err)
+	}
+	if hc.guarantee == relay.AtMostOnce {
+		r.mu.Lock()
+		routerMW := r.mw
+		r.mu.Unlock()
+		for _, err := range []error{refuseRetrying(name, hc.middleware, "middleware"), refuseRetrying(name, routerMW, "router middleware")} {
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return r.add(&handler{r: r, name: name, sub: sub, topic: topic, fn: h, cfg: hc}, errs)

@@ -39,7 +39,11 @@ type handler struct {
 func (h *handler) start(routerMW Middleware) error {
 	r := h.r
 	if h.bfn == nil {
-		h.chain = routerMW(Chain(h.cfg.middleware...)(h.fn))
+		fn := h.fn
+		if h.cfg.guarantee == relay.AtMostOnce {
+			fn = onceOnly(h.name, fn)
+		}
+		h.chain = routerMW(Chain(h.cfg.middleware...)(fn))
 	}
 	h.ctx = context.WithValue(r.hardCtx, infoKey{}, &handlerInfo{name: h.name, topic: h.topic, stopping: r.stopping})
 
@@ -77,6 +81,14 @@ func (h *handler) start(routerMW Middleware) error {
 	h.wg.Add(1)
 	go h.dispatch(&lanes)
 	return nil
+}
+
+// guarantee returns the handler's delivery guarantee.
+func (h *handler) guarantee() relay.Guarantee {
+	if h.bfn != nil {
+		return h.bcfg.guarantee
+	}
+	return h.cfg.guarantee
 }
 
 func (h *handler) stopped() bool {
@@ -192,11 +204,44 @@ func (h *handler) process(m *relay.Message) {
 	h.inProgress.Add(1)
 	defer h.inProgress.Add(-1)
 
-	outs, err := h.call(m)
+	if h.cfg.guarantee == relay.AtMostOnce {
+		h.processAtMostOnce(m)
+		return
+	}
+	outs, err := h.call(h.ctx, m)
 	if err == nil && len(outs) > 0 {
 		err = h.publish(outs)
 	}
 	h.settle(m, err)
+}
+
+// processAtMostOnce acks m, then runs the chain once and publishes its
+// outputs once; a failure is logged and m is lost (see WithGuarantee).
+func (h *handler) processAtMostOnce(m *relay.Message) {
+	if !h.ackFirst(m) {
+		return
+	}
+	ctx := context.WithValue(h.ctx, callsKey{}, new(atomic.Int32))
+	outs, err := h.call(ctx, m)
+	if err == nil && len(outs) > 0 {
+		err = h.publish(outs)
+	}
+	if err != nil {
+		h.r.log.Warn("router: at-most-once handler failed; the message was acked and is lost",
+			"handler", h.name, "topic", h.topic, "id", m.ID, "err", err)
+	}
+}
+
+// ackFirst acks m before an at-most-once handler runs. It reports false,
+// and m is not to be handled, when the ack fails (the subscription ended:
+// m goes back to the group, and handling it could take effect twice).
+func (h *handler) ackFirst(m *relay.Message) bool {
+	if err := m.Ack(); err != nil {
+		h.r.log.Warn("router: ack before an at-most-once handler failed; the message is not handled",
+			"handler", h.name, "id", m.ID, "err", err)
+		return false
+	}
+	return true
 }
 
 // settle acks m after a success (err nil) and otherwise nacks it with
@@ -221,13 +266,13 @@ func (h *handler) settle(m *relay.Message, err error) {
 }
 
 // call runs the chain, turning a panic into a *PanicError.
-func (h *handler) call(m *relay.Message) (outs []*relay.Message, err error) {
+func (h *handler) call(ctx context.Context, m *relay.Message) (outs []*relay.Message, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			outs, err = nil, &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return h.chain(h.ctx, m)
+	return h.chain(ctx, m)
 }
 
 // publish sends outs to every output that takes them, in the order of the
