@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -66,26 +67,39 @@ func validateTombstone(m *relay.Message) error {
 }
 
 func encodeRecord(topic string, m *relay.Message) *kgo.Record {
-	r := &kgo.Record{Topic: topic, Value: m.Payload}
+	r := new(kgo.Record)
+	encodeInto(r, make([]kgo.RecordHeader, 0, 1+len(m.Metadata)), topic, m)
+	return r
+}
+
+// encodeInto fills r from m, with headers appended to hdrs (whose capacity
+// should be 1+len(m.Metadata)). Key, ID and metadata values are handed to
+// the client without copying: the client only reads them, and strings do
+// not change.
+func encodeInto(r *kgo.Record, hdrs []kgo.RecordHeader, topic string, m *relay.Message) {
+	r.Topic, r.Value = topic, m.Payload
 	if r.Value == nil {
 		r.Value = []byte{} // 0-byte value: nil would be a NULL value (a tombstone)
 	}
-	tomb := isTombstone(m)
-	if tomb {
+	if isTombstone(m) {
 		r.Value = nil
 	}
 	if m.Key != "" {
-		r.Key = []byte(m.Key)
+		r.Key = readOnlyBytes(m.Key)
 	}
-	r.Headers = make([]kgo.RecordHeader, 0, 1+len(m.Metadata))
-	r.Headers = append(r.Headers, kgo.RecordHeader{Key: headerID, Value: []byte(m.ID)})
+	hdrs = append(hdrs, kgo.RecordHeader{Key: headerID, Value: readOnlyBytes(m.ID)})
 	for k, v := range m.Metadata {
 		if k == MetadataTombstone {
 			continue
 		}
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: headerName(k), Value: []byte(v)})
+		hdrs = append(hdrs, kgo.RecordHeader{Key: headerName(k), Value: readOnlyBytes(v)})
 	}
-	return r
+	r.Headers = hdrs
+}
+
+// readOnlyBytes is s's bytes without a copy, for the client to read only.
+func readOnlyBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 func headerName(k string) string {

@@ -200,8 +200,18 @@ func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*re
 		}
 	}
 	b := newBatchWait(ctx, msgs, done)
+	// One allocation for the batch's records and one for their headers.
+	recs := make([]kgo.Record, len(msgs))
+	nh := 0
+	for _, m := range msgs {
+		nh += 1 + len(m.Metadata)
+	}
+	hdrs := make([]kgo.RecordHeader, nh)
 	for i, m := range msgs {
-		d.cl.Produce(ctx, encodeRecord(topic, m), func(_ *kgo.Record, err error) { b.finish(i, err) })
+		k := 1 + len(m.Metadata)
+		encodeInto(&recs[i], hdrs[:0:k], topic, m)
+		hdrs = hdrs[k:]
+		d.cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) { b.finish(i, err) })
 	}
 }
 
