@@ -75,3 +75,67 @@ func TestFaultProxyHangAndRestore(t *testing.T) {
 		t.Fatalf("after Restore, a new connection: %v", err)
 	}
 }
+
+func dialProxy(t *testing.T, p *testenv.FaultProxy) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+func TestFaultProxyLatency(t *testing.T) {
+	p := testenv.NewFaultProxy(t, echoServer(t))
+	p.Latency(100*time.Millisecond, 0)
+	c, r := dialProxy(t, p)
+	start := time.Now()
+	if err := roundTrip(c, r, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Each direction waits at least the latency: a lower bound, not a
+	// timing threshold a slow machine could miss.
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("round trip took %v through 100 ms of latency each way", d)
+	}
+}
+
+func TestFaultProxyResetPeer(t *testing.T) {
+	p := testenv.NewFaultProxy(t, echoServer(t))
+	c, r := dialProxy(t, p)
+	if err := roundTrip(c, r, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.ResetPeer(0)
+	err := roundTrip(c, r, 2*time.Second)
+	if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() {
+		t.Fatalf("after ResetPeer: want the connection closed, got %v", err)
+	}
+	p.Restore()
+	c2, r2 := dialProxy(t, p)
+	if err := roundTrip(c2, r2, 2*time.Second); err != nil {
+		t.Fatalf("after Restore, a new connection: %v", err)
+	}
+}
+
+func TestFaultProxyCut(t *testing.T) {
+	p := testenv.NewFaultProxy(t, echoServer(t))
+	c, r := dialProxy(t, p)
+	if err := roundTrip(c, r, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.Cut()
+	if err := roundTrip(c, r, 2*time.Second); err == nil {
+		t.Fatal("after Cut: an existing connection still answers")
+	}
+	if c2, err := net.Dial("tcp", p.Addr()); err == nil {
+		c2.Close()
+		t.Fatal("after Cut: a new connection was accepted")
+	}
+	p.Uncut()
+	c3, r3 := dialProxy(t, p)
+	if err := roundTrip(c3, r3, 2*time.Second); err != nil {
+		t.Fatalf("after Uncut, a new connection: %v", err)
+	}
+}
