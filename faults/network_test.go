@@ -118,7 +118,7 @@ func netKafka(t *testing.T) netTarget {
 	u := "kafka://" + p.Addr()
 	return netTarget{adapter: "kafka (kfake)", pub: u, proxy: p,
 		sub:       testenv.WithParams(u, "group", unique("g"), "inflight", "64", "session_timeout", "6s"),
-		keepalive: "franz-go's request timeout overhead (10s, default)"}
+		keepalive: "request_timeout=10s (default)"}
 }
 
 // advertisedListener reports another address than its own: kfake
