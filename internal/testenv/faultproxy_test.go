@@ -139,3 +139,36 @@ func TestFaultProxyCut(t *testing.T) {
 		t.Fatalf("after Uncut, a new connection: %v", err)
 	}
 }
+
+func TestFaultProxySlowClose(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() { // a server that writes one line and closes
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("bye\n"))
+			c.Close()
+		}
+	}()
+	p := testenv.NewFaultProxy(t, l.Addr().String())
+	p.SlowClose(300 * time.Millisecond)
+	c, r := dialProxy(t, p)
+	if line, err := r.ReadString('\n'); err != nil || line != "bye\n" {
+		t.Fatalf("first line: %q, %v", line, err)
+	}
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadByte(); err == nil {
+		t.Fatal("read more than the server wrote")
+	}
+	// The close is held back at least the delay: a lower bound.
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("the close arrived after %v, through a 300ms slow close", d)
+	}
+}
