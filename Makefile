@@ -15,7 +15,7 @@ demo: ## run the checkout demo on the in-process backend (BROKER=url to change)
 test: ## run all tests, starting Redis/RabbitMQ/PostgreSQL/NATS if needed (what CI runs; PKGS=./x/... to narrow)
 	scripts/test.sh $(PKGS)
 
-faults: ## fault scenarios (restarts, SIGKILL, poison, backlog) + fuzzing; writes docs/reliability.md (~5 min)
+faults: ## fault scenarios (restarts, SIGKILL, poison, backlog, network faults) + fuzzing; writes docs/reliability.md (~12 min)
 	faults/run.sh
 
 bench: ## run the benchmarks

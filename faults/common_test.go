@@ -26,7 +26,11 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if netSQS != nil {
+		netSQS.Stop()
+	}
+	os.Exit(code)
 }
 
 // Result is one row of the reliability table. The report generator
@@ -39,7 +43,14 @@ type Result struct {
 	Lost     int     `json:"lost"`
 	Dups     int     `json:"duplicates"` // deliveries beyond the first per ID
 	Seconds  float64 `json:"seconds"`
-	Note     string  `json:"note,omitempty"`
+	// DetectSeconds is how long after the fault began the client reported
+	// it (Health turned unhealthy); nil when not measured.
+	DetectSeconds *float64 `json:"detect_seconds,omitempty"`
+	// RecoverSeconds is how long after the fault ended the client was
+	// working again (the longest, over repeated faults); nil when not
+	// measured.
+	RecoverSeconds *float64 `json:"recover_seconds,omitempty"`
+	Note           string   `json:"note,omitempty"`
 	// KnownDefect, when set, explains a loss that is an open defect.
 	KnownDefect string `json:"known_defect,omitempty"`
 }
@@ -52,8 +63,15 @@ func record(t *testing.T, r Result, start time.Time) {
 	if r.Lost > 0 {
 		r.KnownDefect = knownLoss[r.Scenario+"/"+r.Adapter]
 	}
-	t.Logf("RESULT %s/%s: sent %d received %d lost %d duplicates %d (%.1fs) %s",
-		r.Scenario, r.Adapter, r.Sent, r.Received, r.Lost, r.Dups, r.Seconds, r.Note)
+	var times string
+	if r.DetectSeconds != nil {
+		times += fmt.Sprintf(" detect %.1fs", *r.DetectSeconds)
+	}
+	if r.RecoverSeconds != nil {
+		times += fmt.Sprintf(" recover %.1fs", *r.RecoverSeconds)
+	}
+	t.Logf("RESULT %s/%s: sent %d received %d lost %d duplicates %d (%.1fs)%s %s",
+		r.Scenario, r.Adapter, r.Sent, r.Received, r.Lost, r.Dups, r.Seconds, times, r.Note)
 	if path := os.Getenv("RELAY_FAULTS_RESULTS"); path != "" {
 		line, _ := json.Marshal(r)
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

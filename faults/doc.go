@@ -1,6 +1,7 @@
 // Package faults holds the fault-injection scenarios of relay: broker
-// restarts, consumers killed with SIGKILL, misbehaving handlers and a
-// 100k-message backlog. Each publishes a known set of message IDs, injects
+// restarts, consumers killed with SIGKILL, misbehaving handlers, a
+// 100k-message backlog and network faults (latency, bandwidth, resets, a
+// black hole) injected by a proxy in front of each backend. Each publishes a known set of message IDs, injects
 // its fault mid-stream and reconciles what arrived: every ID at least once
 // (lost must be 0), duplicates counted, nothing unexpected.
 //

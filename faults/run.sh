@@ -29,7 +29,7 @@ results=$work/results.jsonl fuzz=$work/fuzz.jsonl log=${RELAY_FAULTS_LOG:-${TMPD
 start=$SECONDS
 
 echo "==> fault scenarios: go test -race -tags faults ./faults (full output: $log)"
-RELAY_FAULTS_RESULTS=$results go test -race -tags faults -count=1 -p 1 -timeout 9m -v \
+RELAY_FAULTS_RESULTS=$results go test -race -tags faults -count=1 -p 1 -timeout 14m -v \
 	${FAULTS_RUN:+-run "$FAULTS_RUN"} ./faults/ >"$log" 2>&1
 tests_rc=$?
 grep -E '^(--- |ok |FAIL|PASS)|RESULT' "$log" | sed 's/^ *//'

@@ -21,6 +21,7 @@ const (
 	DefaultPort             = "9092"
 	DefaultClientID         = "relay"
 	DefaultDialTimeout      = 10 * time.Second
+	DefaultRequestTimeout   = 10 * time.Second
 	DefaultMetadataMinAge   = time.Second
 	DefaultMaxMessageBytes  = 1 << 20
 	DefaultInFlight         = 256
@@ -64,6 +65,13 @@ type Config struct {
 	ClientID string
 	// DialTimeout bounds each connection attempt (dial_timeout=). Default 10s.
 	DialTimeout time.Duration
+	// RequestTimeout is how long a request may go unanswered beyond the
+	// time the request itself asks the broker to wait (a fetch's max wait,
+	// a produce's timeout) before the connection is declared dead and the
+	// request retried on a new one (request_timeout=, franz-go's
+	// RequestTimeoutOverhead). It bounds how soon a broker that went
+	// silent is noticed (Health reports it). Default 10s.
+	RequestTimeout time.Duration
 	// MetadataMinAge is the shortest interval between metadata refreshes,
 	// which bounds how fast the client reacts to a moved leader or a dropped
 	// connection (metadata_min_age=). Default 1s.
@@ -199,6 +207,9 @@ func (c *Config) defaults() {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.MetadataMinAge <= 0 {
 		c.MetadataMinAge = DefaultMetadataMinAge
@@ -374,6 +385,7 @@ func (c *Config) clientOpts() ([]kgo.Opt, error) {
 		kgo.SeedBrokers(c.Brokers...),
 		kgo.ClientID(c.ClientID),
 		kgo.DialTimeout(c.DialTimeout),
+		kgo.RequestTimeoutOverhead(c.RequestTimeout),
 		kgo.MetadataMinAge(c.MetadataMinAge),
 		kgo.WithLogger(kgoLogger{c.Logger}),
 	}

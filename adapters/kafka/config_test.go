@@ -23,7 +23,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 func TestParseSubscriberURL(t *testing.T) {
 	u := mustURL(t, "kafka://u:secret@b1?seed=b2:9093,b3:1&seed=[::1]:7&group=g&start=latest&inflight=9&session_timeout=7s"+
 		"&heartbeat_interval=1s&rebalance_timeout=9s&fetch_max_wait=50ms&fetch_max_bytes=65536&balancer=range&commit_interval=10ms&max_uncommitted=5"+
-		"&isolation=read_uncommitted&client_id=c&dial_timeout=2s&metadata_min_age=3s&tls_ca=/ca.pem&tls_insecure=true"+
+		"&isolation=read_uncommitted&client_id=c&dial_timeout=2s&request_timeout=4s&metadata_min_age=3s&tls_ca=/ca.pem&tls_insecure=true"+
 		"&tls_server_name=kafka.local&sasl_mechanism=SCRAM-SHA-512&partitions=6&replication=3&create_topics=false")
 	cfg, err := ParseSubscriberURL(u)
 	if err != nil {
@@ -31,7 +31,7 @@ func TestParseSubscriberURL(t *testing.T) {
 	}
 	want := SubscriberConfig{
 		Config: Config{
-			Brokers: []string{"b1:9092", "b2:9093", "b3:1", "[::1]:7"}, ClientID: "c", DialTimeout: 2 * time.Second,
+			Brokers: []string{"b1:9092", "b2:9093", "b3:1", "[::1]:7"}, ClientID: "c", DialTimeout: 2 * time.Second, RequestTimeout: 4 * time.Second,
 			MetadataMinAge: 3 * time.Second, TLS: true, TLSCAFile: "/ca.pem", TLSInsecure: true, TLSServerName: "kafka.local",
 			SASLMechanism: SASLScramSHA512, SASLUser: "u", SASLPassword: "secret", Partitions: 6, Replication: 3, NoCreateTopics: true,
 		},

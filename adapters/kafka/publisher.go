@@ -101,12 +101,21 @@ type batchWait struct {
 	settled []bool
 	pending int
 	ended   bool
-	stop    func() bool // unregisters the ctx watch
+	stop    func() bool // unregisters the ctx watch; set under mu, nil until then
 }
 
 func newBatchWait(ctx context.Context, msgs []*relay.Message, onDone func(error)) *batchWait {
 	b := &batchWait{ctx: ctx, msgs: msgs, onDone: onDone, errs: make([]error, len(msgs)), settled: make([]bool, len(msgs)), pending: len(msgs)}
-	b.stop = context.AfterFunc(ctx, func() { b.end() })
+	// The watch can fire (ctx already ended) before AfterFunc returns, so
+	// its stop function is published under mu, and end copes without it.
+	stop := context.AfterFunc(ctx, b.end)
+	b.mu.Lock()
+	b.stop = stop
+	ended := b.ended
+	b.mu.Unlock()
+	if ended {
+		stop()
+	}
 	return b
 }
 
@@ -136,8 +145,11 @@ func (b *batchWait) end() {
 	}
 	b.ended = true
 	err := b.result()
+	stop := b.stop
 	b.mu.Unlock()
-	b.stop()
+	if stop != nil {
+		stop()
+	}
 	b.onDone(err)
 }
 

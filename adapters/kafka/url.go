@@ -128,6 +128,7 @@ func parseCommon(u *url.URL, p *urlopt.Params, c *Config) {
 	}
 	c.ClientID = p.String("client_id", DefaultClientID)
 	c.DialTimeout = p.Duration("dial_timeout", DefaultDialTimeout)
+	c.RequestTimeout = p.Duration("request_timeout", DefaultRequestTimeout)
 	c.MetadataMinAge = p.Duration("metadata_min_age", DefaultMetadataMinAge)
 
 	c.TLS = p.Bool("tls", false)

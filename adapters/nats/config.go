@@ -16,6 +16,13 @@ const (
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultMaxAckPending   = 1000
 	DefaultDialTimeout     = 5 * time.Second
+	// DefaultPingInterval is how often the client pings the server
+	// (ping_interval=); after DefaultMaxPingsOut unanswered pings the
+	// connection is declared dead and reconnected, so a silent network is
+	// noticed within about (DefaultMaxPingsOut+1) × DefaultPingInterval.
+	// nats.go's own default is 2m.
+	DefaultPingInterval = 20 * time.Second
+	DefaultMaxPingsOut  = 2
 	// DefaultPublishBatch is how many asynchronous publishes one SendBatch
 	// has outstanding before it waits for their acks (Capabilities().MaxBatch).
 	DefaultPublishBatch = 256

@@ -27,6 +27,11 @@
 // publish whose ack did not come (timeout, no stream answering, the
 // connection reconnecting) until ctx ends.
 //
+// A silent network (packets dropped, no reset) is noticed by the client's
+// pings: one every ping_interval (default 20s), the connection declared
+// dead after 2 unanswered, so within about 3 × ping_interval; Health then
+// reports the connection as reconnecting until it is back.
+//
 // Consuming pulls no more messages than the subscription's free window
 // slots: a no-wait pull first, then, when nothing is there, a pull for one
 // message that waits up to fetch_wait. Acks are +ACK, Nack is -NAK (the

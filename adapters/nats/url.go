@@ -74,6 +74,11 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if c.dial <= 0 {
 		p.Fail("dial_timeout", "must be positive")
 	}
+	ping := p.Duration("ping_interval", DefaultPingInterval)
+	if ping <= 0 {
+		p.Fail("ping_interval", "must be positive")
+	}
+	c.opts = append(c.opts, natsgo.PingInterval(ping), natsgo.MaxPingsOutstanding(DefaultMaxPingsOut))
 	useTLS := p.Bool("tls", false)
 	tf := tlsconf.Read(p)
 	if useTLS || tf.Set() {

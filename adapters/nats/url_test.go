@@ -11,7 +11,7 @@ import (
 
 func TestURLBothSidesOneParser(t *testing.T) {
 	full := "nats://127.0.0.1:4222?group=g&inflight=8&ack_wait=10s&max_deliver=5&max_ack_pending=100&fetch_wait=1s" +
-		"&storage=memory&replicas=1&max_age=1h&max_msgs=10&max_bytes=1000&duplicate_window=1m&dial_timeout=2s&name=x"
+		"&storage=memory&replicas=1&max_age=1h&max_msgs=10&max_bytes=1000&duplicate_window=1m&dial_timeout=2s&ping_interval=5s&name=x"
 	if err := relay.CheckURL(full); err != nil {
 		t.Errorf("CheckURL with the subscriber's parameters: %v", err)
 	}
@@ -34,6 +34,7 @@ func TestURLBothSidesOneParser(t *testing.T) {
 		"stream":           "nats://h?stream=a.b",
 		"token":            "nats://u:p@h?token=t",
 		"path":             "nats://h/stream",
+		"ping_interval":    "nats://h?ping_interval=0s",
 	} {
 		err := relay.CheckURL(raw)
 		if !errors.As(err, &ue) {

@@ -38,7 +38,10 @@ const (
 
 // Defaults of Config fields left zero.
 const (
-	DefaultWait            = 20 * time.Second
+	DefaultWait = 20 * time.Second
+	// DefaultReceiveMargin is how much longer than its long poll a
+	// ReceiveMessage call may take by default (see ReceiveTimeout).
+	DefaultReceiveMargin   = 10 * time.Second
 	DefaultVisibility      = 30 * time.Second
 	DefaultPollers         = 4
 	DefaultInFlight        = 100
@@ -109,6 +112,13 @@ type Config struct {
 	// seconds or a duration, at most 20s). Default 20s; wait=0 in a URL
 	// (a negative Wait) polls without waiting.
 	Wait time.Duration
+	// ReceiveTimeout bounds one ReceiveMessage call, long poll included
+	// (receive_timeout=, seconds or a duration). Default Wait +
+	// DefaultReceiveMargin. Without it a call on a network that went
+	// silent (packets dropped, no reset) would wait for ever, and Health
+	// would not see it; a call cut short leaves what it took invisible
+	// until its visibility timeout, so nothing is lost.
+	ReceiveTimeout time.Duration
 	// MaxMessages is MaxNumberOfMessages per ReceiveMessage (max_messages=,
 	// 1..10). Default 10.
 	MaxMessages int
@@ -186,6 +196,7 @@ var groupRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 func (c Config) withDefaults() Config {
 	c.Wait = cmp.Or(c.Wait, DefaultWait)
+	c.ReceiveTimeout = cmp.Or(c.ReceiveTimeout, max(c.Wait, 0)+DefaultReceiveMargin)
 	c.MaxMessages = cmp.Or(c.MaxMessages, MaxBatch)
 	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
 	c.Visibility = cmp.Or(c.Visibility, DefaultVisibility)
@@ -230,6 +241,9 @@ func (c Config) problems(scheme string, subscriber bool) []problem {
 	}
 	if c.Wait > 20*time.Second {
 		bad("Wait", "wait", "%v is above SQS's 20s long-poll maximum", c.Wait)
+	}
+	if c.ReceiveTimeout <= max(c.Wait, 0) {
+		bad("ReceiveTimeout", "receive_timeout", "%v must be longer than the long poll (wait=%v)", c.ReceiveTimeout, max(c.Wait, 0))
 	}
 	if c.MaxMessages < 1 || c.MaxMessages > MaxBatch {
 		bad("MaxMessages", "max_messages", "%d is outside 1..10", c.MaxMessages)
@@ -317,6 +331,7 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	}
 
 	c.Wait = seconds(p, "wait", DefaultWait, true)
+	c.ReceiveTimeout = seconds(p, "receive_timeout", 0, false)
 	c.MaxMessages = p.Int("max_messages", MaxBatch, 1)
 	c.Pollers = p.Int("pollers", 0, 1)
 	c.InFlight = p.Int("inflight", DefaultInFlight, 1)

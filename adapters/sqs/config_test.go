@@ -30,13 +30,13 @@ func mustParse(t *testing.T, raw string, subscriber bool) (Config, error) {
 }
 
 func TestURLParams(t *testing.T) {
-	c, err := mustParse(t, "sqs://?region=eu-west-1&endpoint=http://localhost:4566&wait=0&visibility=2m&extend_every=0&ack_linger=0&max_messages=5&pollers=2&inflight=7&max_receive=3&dlq=dead&retention=3600&fifo=true&fifo_high_throughput=true&max_bytes=1048576&send_concurrency=3&create_queues=false&unwrap_sns=false&access_key_id=AK&secret_key=SK&session_token=ST&max_attempts=5&profile=p&ca_bundle=/x.pem&sqs_endpoint=http://a&sns_endpoint=http://b", true)
+	c, err := mustParse(t, "sqs://?region=eu-west-1&endpoint=http://localhost:4566&wait=0&receive_timeout=30s&visibility=2m&extend_every=0&ack_linger=0&max_messages=5&pollers=2&inflight=7&max_receive=3&dlq=dead&retention=3600&fifo=true&fifo_high_throughput=true&max_bytes=1048576&send_concurrency=3&create_queues=false&unwrap_sns=false&access_key_id=AK&secret_key=SK&session_token=ST&max_attempts=5&profile=p&ca_bundle=/x.pem&sqs_endpoint=http://a&sns_endpoint=http://b", true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Config{Region: "eu-west-1", Endpoint: "http://localhost:4566", SQSEndpoint: "http://a", SNSEndpoint: "http://b", Profile: "p",
 		AccessKeyID: "AK", SecretAccessKey: "SK", SessionToken: "ST", CABundle: "/x.pem", MaxAttempts: 5,
-		NoCreateQueues: true, NoUnwrapSNS: true, Wait: -1, MaxMessages: 5, Pollers: 2, InFlight: 7, Visibility: 2 * time.Minute,
+		NoCreateQueues: true, NoUnwrapSNS: true, Wait: -1, ReceiveTimeout: 30 * time.Second, MaxMessages: 5, Pollers: 2, InFlight: 7, Visibility: 2 * time.Minute,
 		ExtendEvery: -1, AckLinger: -1, MaxReceive: 3, DLQ: "dead", Retention: time.Hour, FIFO: true, FIFOHighThroughput: true,
 		MaxBytes: 1 << 20, SendConcurrency: 3}
 	if c != want {
@@ -62,6 +62,7 @@ func TestURLErrors(t *testing.T) {
 		"sub value on pub":   {"sqs://?region=r&max_messages=11", false, "1..10"},
 		"bad group":          {"sns://?region=r&group=a.b", true, "A-Z"},
 		"wait too long":      {"sqs://?wait=30", true, "20s"},
+		"receive too short":  {"sqs://?wait=10&receive_timeout=5", true, "receive_timeout"},
 		"max messages":       {"sqs://?max_messages=11", true, "1..10"},
 		"sns max bytes":      {"sns://?max_bytes=1048576", false, "1024..262144"},
 		"dlq without count":  {"sqs://?dlq=x", true, "max_receive"},

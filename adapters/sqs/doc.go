@@ -59,7 +59,9 @@
 //
 // Each subscription runs pollers (default 4; 1 on FIFO queues) that
 // long-poll ReceiveMessage (wait=20s, ten messages per call) while the
-// in-flight window (inflight=100) has room for a full call. Ack deletes
+// in-flight window (inflight=100) has room for a full call. Each call is
+// bounded by receive_timeout (default wait + 10s), so a network that went
+// silent fails the call, Health reports it and the poller retries. Ack deletes
 // with DeleteMessageBatch and Nack changes the visibility to 0 (or, for
 // NackAfter, to the delay) with ChangeMessageVisibilityBatch, batched by
 // the shared settlement layer and sent asynchronously. Attempt is SQS's

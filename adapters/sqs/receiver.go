@@ -131,7 +131,8 @@ func (r *receiver) poll() {
 		url := r.queueURL
 		r.mu.Unlock()
 		callStart := time.Now()
-		out, err := r.d.c.sqs.ReceiveMessage(r.pollCtx, &sqs.ReceiveMessageInput{
+		callCtx, cancel := context.WithTimeout(r.pollCtx, cfg.ReceiveTimeout)
+		out, err := r.d.c.sqs.ReceiveMessage(callCtx, &sqs.ReceiveMessageInput{
 			QueueUrl:              aws.String(url),
 			MaxNumberOfMessages:   int32(r.want),
 			WaitTimeSeconds:       wait,
@@ -142,6 +143,7 @@ func (r *receiver) poll() {
 				sqstypes.MessageSystemAttributeNameMessageGroupId,
 			},
 		})
+		cancel()
 		if err != nil {
 			r.giveBack(r.want)
 			if r.pollCtx.Err() != nil {

@@ -23,15 +23,18 @@ import (
 )
 
 type result struct {
-	Scenario    string  `json:"scenario"`
-	Adapter     string  `json:"adapter"`
-	Sent        int     `json:"sent"`
-	Received    int     `json:"received"`
-	Lost        int     `json:"lost"`
-	Dups        int     `json:"duplicates"`
-	Seconds     float64 `json:"seconds"`
-	Note        string  `json:"note"`
-	KnownDefect string  `json:"known_defect"`
+	Scenario string  `json:"scenario"`
+	Adapter  string  `json:"adapter"`
+	Sent     int     `json:"sent"`
+	Received int     `json:"received"`
+	Lost     int     `json:"lost"`
+	Dups     int     `json:"duplicates"`
+	Seconds  float64 `json:"seconds"`
+	// Detect and Recover are absent (nil) in rows that do not measure them.
+	Detect      *float64 `json:"detect_seconds"`
+	Recover     *float64 `json:"recover_seconds"`
+	Note        string   `json:"note"`
+	KnownDefect string   `json:"known_defect"`
 }
 
 type fuzzRun struct {
@@ -75,8 +78,8 @@ func main() {
 		fmt.Fprintf(&b, "; the whole run took %s", total.Round(time.Second))
 	}
 	fmt.Fprintf(&b, "; scenario tests %s._\n\n", map[bool]string{true: "passed", false: "FAILED"}[*testsOK])
-	fmt.Fprintln(&b, "| scenario | adapter | sent | received | lost | duplicates | time | notes |")
-	fmt.Fprintln(&b, "|---|---|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(&b, "| scenario | adapter | sent | received | lost | duplicates | time | detect | recover | notes |")
+	fmt.Fprintln(&b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range results {
 		lost := fmt.Sprint(r.Lost)
 		if r.Lost > 0 {
@@ -87,11 +90,11 @@ func main() {
 				r.Note += "; **KNOWN DEFECT, open:** " + r.KnownDefect
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %.1fs | %s |\n",
-			r.Scenario, r.Adapter, r.Sent, r.Received, lost, r.Dups, r.Seconds, strings.ReplaceAll(r.Note, "|", "\\|"))
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %.1fs | %s | %s | %s |\n",
+			r.Scenario, r.Adapter, r.Sent, r.Received, lost, r.Dups, r.Seconds, secondsOrDash(r.Detect), secondsOrDash(r.Recover), strings.ReplaceAll(r.Note, "|", "\\|"))
 	}
 	if len(results) == 0 {
-		fmt.Fprintln(&b, "| (no results: the scenarios did not run) | | | | | | | |")
+		fmt.Fprintln(&b, "| (no results: the scenarios did not run) | | | | | | | | | |")
 		bad = true
 	}
 	if len(fuzz) > 0 {
@@ -129,6 +132,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report: FAILED: a scenario lost messages or failed, or a fuzz target found a failure")
 		os.Exit(1)
 	}
+}
+
+// secondsOrDash formats a measured time, or "–" for one not measured.
+func secondsOrDash(s *float64) string {
+	if s == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.1fs", *s)
 }
 
 func readLines[T any](path string, dst *[]T) error {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
@@ -73,6 +74,67 @@ func (p *FaultProxy) Hang() {
 		}
 	}
 	p.hung = true
+}
+
+// Latency delays the data of every connection by latency ± jitter
+// (uniformly drawn per chunk), in each direction, so a round trip takes
+// about twice latency. Restore ends it.
+func (p *FaultProxy) Latency(latency, jitter time.Duration) {
+	p.t.Helper()
+	p.addBoth("latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds()))
+}
+
+// Bandwidth limits every connection to kbPerSec kilobytes per second in
+// each direction. Restore ends it.
+func (p *FaultProxy) Bandwidth(kbPerSec int) {
+	p.t.Helper()
+	p.addBoth("bandwidth", fmt.Sprintf(`{"rate":%d}`, kbPerSec))
+}
+
+// ResetPeer resets (TCP RST: close with linger 0) every connection after
+// it next carries data, waiting after first; connections that stay idle
+// are left alone. It goes on resetting new connections until Restore.
+func (p *FaultProxy) ResetPeer(after time.Duration) {
+	p.t.Helper()
+	p.addBoth("reset_peer", fmt.Sprintf(`{"timeout":%d}`, after.Milliseconds()))
+}
+
+// SlowClose delays the close of every connection by delay once its other
+// side closed, as a peer that lingers before its FIN. Restore ends it.
+func (p *FaultProxy) SlowClose(delay time.Duration) {
+	p.t.Helper()
+	p.addBoth("slow_close", fmt.Sprintf(`{"delay":%d}`, delay.Milliseconds()))
+}
+
+// Cut closes every connection at once and refuses new ones until Uncut:
+// the proxy stops listening, as a broker host that went away. Faults
+// added with the other methods stay in place.
+func (p *FaultProxy) Cut() {
+	p.proxy.Stop()
+}
+
+// Uncut listens again on the same address after Cut. Idempotent.
+func (p *FaultProxy) Uncut() {
+	p.t.Helper()
+	if err := p.proxy.Start(); err != nil && err != toxiproxy.ErrProxyAlreadyStarted {
+		p.t.Fatalf("fault proxy: listening again on %s: %v", p.proxy.Listen, err)
+	}
+}
+
+// addBoth adds the toxic kind with attributes attrs (a JSON object) on
+// both streams, replacing one of the same kind.
+func (p *FaultProxy) addBoth(kind, attrs string) {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, dir := range []string{"upstream", "downstream"} {
+		name := kind + "_" + dir
+		_ = p.proxy.Toxics.RemoveToxic(context.Background(), name)
+		body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"attributes":%s}`, name, kind, dir, attrs)
+		if _, err := p.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+			p.t.Fatalf("fault proxy: adding the %s toxic: %v", kind, err)
+		}
+	}
 }
 
 // Restore removes every fault; data flows again on connections that
