@@ -22,7 +22,16 @@ import (
 // testSchema is this test run's own schema, dropped when the run ends.
 var testSchema = "relay_inbox_test_" + strings.ToLower(strings.ReplaceAll(relay.NewID(), "-", "")[20:])
 
+// childMain, when set (by the faults build), runs instead of the tests in
+// a re-executed test binary whose environment has childEnv.
+var childMain func() int
+
+const childEnv = "RELAY_INBOX_CHILD"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" && childMain != nil {
+		os.Exit(childMain())
+	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		dropSchema()
 		os.Exit(code)
