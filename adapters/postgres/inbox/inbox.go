@@ -204,7 +204,10 @@ func (in *Inbox) EnsureSchema(ctx context.Context) error {
 // if the publish fails or the process stops in between: the redelivery is
 // a duplicate and fn is not run again. Publish follow-up messages with
 // postgres.PublishTx in tx instead (the transactional outbox), which makes
-// them part of the same exactly-once effect.
+// them part of the same exactly-once effect. (The same holds when fn
+// returns messages to a router handler without outputs: the router fails
+// the message after the commit, and the redelivery is acked as a
+// duplicate.)
 //
 // consumer scopes the IDs: handlers with different consumer names process
 // the same message independently. Handler panics if consumer is empty or

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/memory"
@@ -32,6 +33,9 @@ func TestRouterSources(t *testing.T) {
 			pool := rawPool(t)
 			ib := newInbox(t, pool)
 			base, topic, consumer := tc.url(t), unique("orders"), unique("c")
+			if tc.name == "redis" {
+				t.Cleanup(func() { dropStream(t, base, topic) })
+			}
 
 			pub, err := relay.OpenPublisher(ctx, base)
 			if err != nil {
@@ -108,5 +112,19 @@ func TestRouterSources(t *testing.T) {
 				t.Fatalf("%d deliveries, want 4", d)
 			}
 		})
+	}
+}
+
+// dropStream deletes the Redis stream of topic.
+func dropStream(t *testing.T, base, topic string) {
+	opt, err := redis.ParseURL(base)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.Del(context.Background(), topic).Err(); err != nil {
+		t.Error(err)
 	}
 }
