@@ -27,6 +27,10 @@ var (
 	ErrMessageTooLarge = errors.New("relay: message too large")
 	// ErrNotSupported is returned for an operation the backend cannot perform.
 	ErrNotSupported = errors.New("relay: not supported by this backend")
+	// ErrDelayUnsupported: a message with a DeliverAt in the future was
+	// published to a backend without delayed delivery
+	// (Capabilities.DelayedDelivery is DelayNone). It wraps ErrNotSupported.
+	ErrDelayUnsupported = fmt.Errorf("%w: delayed delivery (Message.DeliverAt)", ErrNotSupported)
 	// ErrInvalidTopic is returned for an empty or malformed topic name.
 	ErrInvalidTopic = errors.New("relay: invalid topic name")
 )

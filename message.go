@@ -43,6 +43,18 @@ type Message struct {
 	Metadata Metadata
 	// Payload is opaque and round-trips byte-exact. Nil and empty are equal.
 	Payload []byte
+	// DeliverAt, when later than the time of Publish, asks for delayed
+	// delivery: no subscriber receives the message before DeliverAt, and
+	// it is delivered (at least once) after it, even if every process
+	// involved restarts in between. The zero time, or a time already
+	// passed, means now. How a backend keeps the message, and how far
+	// ahead it may be, is Capabilities.DelayedDelivery and
+	// MaxDeliverDelay; a Publish the backend cannot honour fails with
+	// ErrDelayUnsupported or a *LimitError, sending nothing.
+	//
+	// DeliverAt is an instruction to the publisher, not part of the
+	// message: a delivered message has it zero.
+	DeliverAt time.Time
 
 	d *delivery
 }
@@ -59,7 +71,20 @@ func (m *Message) Copy() *Message {
 	if len(m.Payload) > 0 {
 		p = append([]byte(nil), m.Payload...)
 	}
-	return &Message{ID: m.ID, Key: m.Key, Metadata: m.Metadata.Clone(), Payload: p}
+	return &Message{ID: m.ID, Key: m.Key, Metadata: m.Metadata.Clone(), Payload: p, DeliverAt: m.DeliverAt}
+}
+
+// DeliverAfter sets DeliverAt to now plus delay (a delay of 0 or less
+// clears it) and returns m, for chaining:
+//
+//	pub.Publish(ctx, "reminders", relay.NewMessage(body).DeliverAfter(10*time.Minute))
+func (m *Message) DeliverAfter(delay time.Duration) *Message {
+	if delay <= 0 {
+		m.DeliverAt = time.Time{}
+	} else {
+		m.DeliverAt = time.Now().Add(delay)
+	}
+	return m
 }
 
 // Topic is the topic the message was received from ("" if not delivered).

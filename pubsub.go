@@ -111,6 +111,23 @@ const (
 	OrderPerTopic Ordering = "topic"
 )
 
+// DelayKind says how a backend keeps a message published with a
+// Message.DeliverAt in the future.
+type DelayKind string
+
+const (
+	// DelayNone: delayed delivery is not supported.
+	DelayNone DelayKind = ""
+	// DelayNative: the broker itself holds the message until it is due
+	// (SQS DelaySeconds, a PostgreSQL visibility time, ...).
+	DelayNative DelayKind = "native"
+	// DelayEmulated: the adapter parks the message in the broker (a Redis
+	// sorted set, Kafka delay topics, ...) and a loop of the adapter's
+	// subscribers moves it to its topic when due. Durable as the broker
+	// is, but it is moved only while some subscriber of the topic runs.
+	DelayEmulated DelayKind = "emulated"
+)
+
 // Capabilities is what a backend declares it can do, so that the router, the
 // bridge and the conformance suite can emulate what is missing or refuse
 // loudly. Zero values mean "no" or "no limit" as documented per field.
@@ -125,6 +142,15 @@ type Capabilities struct {
 	// (0 = unbounded). Without it the adapter holds the message leased.
 	NativeDelay bool
 	MaxDelay    time.Duration
+	// DelayedDelivery is how the backend honours a Message.DeliverAt in the
+	// future: DelayNative (the broker holds the message), DelayEmulated
+	// (the adapter keeps it in the broker, in a place of its own, and moves
+	// it when due: documented per adapter), or DelayNone (Publish fails
+	// with ErrDelayUnsupported). MaxDeliverDelay bounds how far ahead
+	// DeliverAt may be (0 = unbounded); beyond it Publish fails with a
+	// *LimitError.
+	DelayedDelivery DelayKind
+	MaxDeliverDelay time.Duration
 	// NativeDeadLetter: the broker can move a message after N deliveries.
 	NativeDeadLetter bool
 	// AttemptFromBroker: Attempt comes from a broker delivery counter and

@@ -160,7 +160,11 @@ func (p *Publisher) validate(topic string, msgs []*relay.Message) error {
 		}
 	}
 	mv, _ := p.d.(MessageValidator)
+	var now time.Time // read once, and only when a message asks for a delay
 	for i, m := range msgs {
+		if now.IsZero() && !m.DeliverAt.IsZero() {
+			now = time.Now()
+		}
 		if m == nil {
 			return fmt.Errorf("relay: message %d of the batch is nil", i)
 		}
@@ -170,6 +174,9 @@ func (p *Publisher) validate(topic string, msgs []*relay.Message) error {
 		if err := CheckSize(m, p.caps); err != nil {
 			return err
 		}
+		if err := CheckDelay(m, p.caps, now); err != nil {
+			return err
+		}
 		if mv != nil {
 			if err := mv.ValidateMessage(topic, m); err != nil {
 				return err
@@ -177,6 +184,36 @@ func (p *Publisher) validate(topic string, msgs []*relay.Message) error {
 		}
 	}
 	return nil
+}
+
+// CheckDelay refuses a message whose DeliverAt (compared with now) the
+// backend of caps cannot honour: ErrDelayUnsupported when it has no
+// delayed delivery, a *relay.LimitError ("delivery delay", in whole
+// seconds) beyond MaxDeliverDelay. A zero or past DeliverAt always passes.
+func CheckDelay(m *relay.Message, caps relay.Capabilities, now time.Time) error {
+	delay, ok := Delay(m, now)
+	if !ok {
+		return nil
+	}
+	if caps.DelayedDelivery == relay.DelayNone {
+		return fmt.Errorf("relay/%s: message %s due in %v: %w", caps.Backend, m.ID, delay.Round(time.Millisecond), relay.ErrDelayUnsupported)
+	}
+	if caps.MaxDeliverDelay > 0 && delay > caps.MaxDeliverDelay {
+		return &relay.LimitError{MessageID: m.ID, What: "delivery delay",
+			Detail: fmt.Sprintf("due in %v, beyond the %s limit of %v", delay.Round(time.Second), caps.Backend, caps.MaxDeliverDelay)}
+	}
+	return nil
+}
+
+// Delay is how long from now m is to wait before delivery, and whether it
+// is to wait at all (false for a zero or past DeliverAt). For drivers: a
+// message with ok false is sent as usual.
+func Delay(m *relay.Message, now time.Time) (delay time.Duration, ok bool) {
+	if m.DeliverAt.IsZero() {
+		return 0, false
+	}
+	delay = m.DeliverAt.Sub(now)
+	return delay, delay > 0
 }
 
 // CheckSize applies the generic limits of caps to m: MaxMessageBytes over

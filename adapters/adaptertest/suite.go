@@ -38,6 +38,8 @@ var checks = []check{
 	{"NackAfterAcrossEnd", "NackAfter then the end of the subscription: a native delay holds, an emulated one is released; the message comes back", nackAfterAcrossEnd},
 	{"InFlightBytes", "inflight_bytes bounds the bytes of unsettled messages beside inflight: 2 of 60 KiB held under 150 KiB, one more after an ack", inFlightBytes},
 	{"NackAfterWindow", "a message waiting out a NackAfter holds no slot of the in-flight window", nackAfterWindow},
+	{"DelayedDelivery", "Message.DeliverAt: nothing delivered before its time, everything after it, in due order where the backend orders; refused where unsupported", delayedDelivery},
+	{"DelayedAcrossRestart", "a delayed message that falls due while no subscriber runs reaches the next one", delayedAcrossRestart},
 	{"ContextCancel", "cancelling the Subscribe ctx closes the channel", contextCancel},
 	{"Close", "Close is idempotent, closes every channel before returning, rejects later use with ErrClosed", closeSemantics},
 	{"Oversize", "a message over the backend's limit is refused with a typed error", oversize},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/memory"
 )
 
@@ -79,4 +80,17 @@ func reportCPU(b *testing.B) func() {
 		b.StopTimer()
 		b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
 	}
+}
+
+func BenchmarkDelayLateness(b *testing.B) {
+	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+		NewPublisher: func(testing.TB) relay.Publisher { return memory.NewPublisher("bench-delay", memory.PublisherConfig{}) },
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := memory.NewSubscriber("bench-delay", memory.SubscriberConfig{Group: group})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	})
 }

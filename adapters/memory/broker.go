@@ -102,7 +102,15 @@ func (b *broker) groupFor(topicName, name string) *group {
 // publish appends copies of msgs to every group of the topic, or to its
 // retained messages when it has none. The entries of one call share one
 // allocation per group, and small payloads share the broker's arena.
+//
+// A message with a DeliverAt in the future is held by a timer instead and
+// published when due (ordered by then among the others); a process exit
+// loses it, as it loses everything of mem://.
 func (b *broker) publish(topicName string, msgs []*relay.Message) {
+	msgs = b.holdDelayed(topicName, msgs)
+	if len(msgs) == 0 {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t := b.topicLocked(topicName)
@@ -142,6 +150,36 @@ func (b *broker) publish(topicName string, msgs []*relay.Message) {
 	}
 	clear(groups)
 	b.groups = groups[:0]
+}
+
+// holdDelayed starts a timer for each message of msgs due later and
+// returns the others (msgs itself when none is delayed).
+func (b *broker) holdDelayed(topicName string, msgs []*relay.Message) []*relay.Message {
+	var now time.Time
+	for i, m := range msgs {
+		if m.DeliverAt.IsZero() {
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if _, ok := driver.Delay(m, now); !ok {
+			continue
+		}
+		rest := slices.Clone(msgs[:i])
+		for _, m := range msgs[i:] {
+			delay, ok := driver.Delay(m, now)
+			if !ok {
+				rest = append(rest, m)
+				continue
+			}
+			due := m.Copy()
+			due.DeliverAt = time.Time{}
+			time.AfterFunc(delay, func() { b.publish(topicName, []*relay.Message{due}) })
+		}
+		return rest
+	}
+	return msgs
 }
 
 func (g *group) notify() {

@@ -14,6 +14,7 @@ func capabilities(maxBytes int) relay.Capabilities {
 		CrossProcess:        false,
 		Ordering:            relay.OrderPerTopic,
 		NativeDelay:         true,
+		DelayedDelivery:     relay.DelayNative,
 		AttemptFromBroker:   true,
 		MaxMessageBytes:     maxBytes,
 		RetainedBeforeGroup: "kept for the first group (newest 10,000 / 64 MiB)",
