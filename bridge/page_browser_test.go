@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -142,7 +144,16 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	publish(t, src, "payments", backlog...)
 	stopBridge := runBridge(t, br)
-	srv := httptest.NewServer(br.Handler())
+	// routesDown makes /routes answer 503, as a bridge that went away.
+	var routesDown atomic.Bool
+	handler := br.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if routesDown.Load() && r.URL.Path == "/routes" {
+			http.Error(w, "down for the test", http.StatusServiceUnavailable)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 
 	// The audit message is retried once, then poisoned.
@@ -179,6 +190,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		mu       sync.Mutex
 		requests []string
 		problems []string
+		outage   bool // /routes is down on purpose: its failed loads are expected
 	)
 	err = chromedp.Listen(bctx, func(ev any) {
 		mu.Lock()
@@ -193,7 +205,7 @@ func TestStatusPageInChromium(t *testing.T) {
 				problems = append(problems, "console."+string(e.Type))
 			}
 		case *cdplog.EventEntryAdded:
-			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning {
+			if !outage && (e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning) {
 				problems = append(problems, "log: "+e.Entry.Text)
 			}
 		}
@@ -303,6 +315,24 @@ func TestStatusPageInChromium(t *testing.T) {
 		pageNumber(t, noJS.Rows[0].Forwarded) == 0 || noJS.Rows[2].Poisoned != "1" ||
 		!strings.HasPrefix(noJS.Conn, "Server-rendered snapshot") {
 		t.Errorf("without JavaScript: %+v", noJS)
+	}
+
+	// /routes stops answering: the page says so and keeps the last rows.
+	mu.Lock()
+	outage = true
+	mu.Unlock()
+	routesDown.Store(true)
+	const stale = `document.getElementById("conn").classList.contains("stale")`
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](stale, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the page did not show that /routes is down: %v", err)
+	}
+	down, err := chromedp.Run(bctx, chromedp.Evaluate[pageDOM](readPageJS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(down.Conn, "Cannot refresh from /routes (HTTP 503); showing the snapshot of ") ||
+		len(down.Rows) != 3 || down.Rows[0].State != "running" {
+		t.Errorf("with /routes down: status %q, %d rows", down.Conn, len(down.Rows))
 	}
 
 	stopBrowser()
