@@ -182,6 +182,7 @@ func (b *Bridge) Ready() error {
 
 // Handler serves the operations endpoints:
 //
+//	/         the status page (HTML, self-contained; exactly "/", GET only)
 //	/healthz  200 "ok" while the process runs (liveness)
 //	/readyz   200 "ready" when Ready is nil, else 503 with the reasons
 //	/metrics  Prometheus metrics
@@ -190,6 +191,10 @@ func (b *Bridge) Ready() error {
 // Reasons and errors never contain passwords.
 func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
+	// "/{$}" is "/" alone: every other unknown path stays a 404.
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		statusPage.serve(w, b.Status())
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))

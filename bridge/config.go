@@ -88,8 +88,8 @@ func ParseSummaryInterval(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// HTTPConfig configures the endpoint serving /healthz, /readyz and
-// /metrics.
+// HTTPConfig configures the endpoint serving /healthz, /readyz,
+// /metrics, /routes and the status page on / (Bridge.Handler).
 type HTTPConfig struct {
 	// Address is host:port to listen on ("address"). Default
 	// 127.0.0.1:9470: loopback only. Use ":9470" to listen on every

@@ -9,7 +9,9 @@
 #    must be installed with a cluster, nats-server installed).
 #    RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL / RELAY_TEST_POSTGRES_URL /
 #    RELAY_TEST_NATS_URL point the tests at other brokers instead: those are
-#    only checked, never started.
+#    only checked, never started. The status page's browser test needs
+#    Chromium: installed the same way (Debian's chromium) when missing, or
+#    RELAY_TEST_CHROMIUM names the binary.
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
 #    instead of skipping; then the same (and `go mod tidy -diff`) in the
@@ -66,21 +68,25 @@ host_port() {
 	echo "${host:-127.0.0.1} $port"
 }
 
-# install PROGRAM: installs the Debian packages of both brokers if PROGRAM
-# is missing (root only; apt-get update runs once).
+# install_if_missing PROGRAM HINT PACKAGE...: installs the Debian PACKAGEs
+# if PROGRAM is missing (root with apt-get only; apt-get update runs once);
+# otherwise dies saying what to install, or HINT.
 install_if_missing() {
-	command -v "$1" >/dev/null 2>&1 && return 0
+	local prog=$1 hint=$2
+	shift 2
+	command -v "$prog" >/dev/null 2>&1 && return 0
 	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-		die "$1 is not installed; install redis-server and rabbitmq-server (Debian: apt-get install redis-server rabbitmq-server), or point RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL at running brokers"
+		die "$prog is not installed; install $* (Debian: apt-get install $*)${hint:+, or $hint}"
 	fi
 	if [[ $apt_updated == no ]]; then
-		say "installing redis-server and rabbitmq-server with apt-get"
+		say "apt-get update (to install $*)"
 		DEBIAN_FRONTEND=noninteractive apt-get update -q || die "apt-get update failed"
 		apt_updated=yes
 	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server rabbitmq-server ||
-		die "apt-get install redis-server rabbitmq-server failed"
-	command -v "$1" >/dev/null 2>&1 || die "$1 still missing after apt-get install"
+	say "installing $* with apt-get"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" ||
+		die "apt-get install $* failed"
+	command -v "$prog" >/dev/null 2>&1 || die "$prog still missing after apt-get install $*"
 }
 
 # check_external NAME URL DEFAULT_PORT: a broker named by an env var must
@@ -105,7 +111,7 @@ ensure_redis() {
 		say "Redis: up on 127.0.0.1:6379"
 		return
 	fi
-	install_if_missing redis-server
+	install_if_missing redis-server "point RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL at running brokers" redis-server rabbitmq-server
 	say "Redis: down on 127.0.0.1:6379, starting redis-server"
 	mkdir -p /var/lib/redis /var/log/redis 2>/dev/null ||
 		die "cannot create /var/lib/redis and /var/log/redis (run as root, or start Redis yourself on 127.0.0.1:6379)"
@@ -126,7 +132,7 @@ ensure_rabbitmq() {
 		say "RabbitMQ: up on 127.0.0.1:5672"
 		return
 	fi
-	install_if_missing rabbitmq-server
+	install_if_missing rabbitmq-server "point RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL at running brokers" redis-server rabbitmq-server
 	say "RabbitMQ: down on 127.0.0.1:5672, starting rabbitmq-server (this takes a few seconds)"
 	rabbitmq-server -detached || say "rabbitmq-server -detached failed; waiting in case a node is already starting"
 	# await_startup returns once the broker app runs; it fails at once
@@ -187,12 +193,34 @@ ensure_nats() {
 	say "NATS: started"
 }
 
+# The status page's browser test (package bridge) drives a headless
+# Chromium: $RELAY_TEST_CHROMIUM, or chromium / chromium-browser /
+# google-chrome on PATH; Debian's chromium is installed when none is.
+ensure_chromium() {
+	if [[ -n ${RELAY_TEST_CHROMIUM:-} ]]; then
+		command -v "$RELAY_TEST_CHROMIUM" >/dev/null 2>&1 ||
+			die "RELAY_TEST_CHROMIUM=$RELAY_TEST_CHROMIUM is not an executable"
+		say "Chromium: $RELAY_TEST_CHROMIUM from the environment"
+		return
+	fi
+	local b
+	for b in chromium chromium-browser google-chrome; do
+		if command -v "$b" >/dev/null 2>&1; then
+			say "Chromium: $(command -v "$b")"
+			return
+		fi
+	done
+	install_if_missing chromium "set RELAY_TEST_CHROMIUM to a Chromium or Chrome binary" chromium
+	say "Chromium: installed $(command -v chromium)"
+}
+
 command -v go >/dev/null 2>&1 || die "go is not on PATH (need Go $(sed -n 's/^go //p' go.mod))"
 say "$(go version)"
 ensure_redis
 ensure_rabbitmq
 ensure_postgres
 ensure_nats
+ensure_chromium
 for v in RELAY_TEST_KAFKA_BROKERS RELAY_TEST_SQS_ENDPOINT; do
 	if [[ -n ${!v:-} ]]; then
 		say "$v=${!v}"

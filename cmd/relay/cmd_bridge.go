@@ -70,9 +70,10 @@ Run the bridge daemon: forward every route of the config until SIGTERM or
 SIGINT, then drain (messages in flight reach their destination and are
 acked; messages received but not started go back to their group) and exit.
 Logs go to stderr, with one "route summary" line per route every
-log.summary_interval (default 30s). /healthz, /readyz, /metrics and /routes
-(the live view that "relay status" prints) are served on the config's
-http.address (default 127.0.0.1:9470, loopback only).
+log.summary_interval (default 30s). /healthz, /readyz, /metrics, /routes
+(the live view that "relay status" prints) and a status page on / (open it
+in a browser) are served on the config's http.address (default
+127.0.0.1:9470, loopback only).
 
 With --dry-run, connect to every endpoint, print whether it is reachable and
 exit (0: all reachable, 4: some are not) without forwarding anything.`)
@@ -80,7 +81,7 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 	fs.StringVar(file, "config", "", "config `file` (same as -c)")
 	dryRun := fs.Bool("dry-run", false, "check that every endpoint is reachable, then exit")
 	timeout := fs.Duration("timeout", 15*time.Second, "bound for --dry-run")
-	httpAddr := fs.String("http", "", "listen `address` for /healthz, /readyz, /metrics, /routes (overrides http.address; \"off\" disables)")
+	httpAddr := fs.String("http", "", "listen `address` for /healthz, /readyz, /metrics, /routes and the status page / (overrides http.address; \"off\" disables)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
 	logFormat := fs.String("log-format", "", "text or json (overrides log.format)")
 	summary := fs.String("log-summary-interval", "", "how often to log a summary line per route, e.g. 1m; 0 or off disables (overrides log.summary_interval; default 30s)")
@@ -152,7 +153,8 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 			return exitFailure
 		}
 		srv = &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		log.Info("serving /healthz, /readyz, /metrics, /routes", "address", ln.Addr().String())
+		log.Info("serving /healthz, /readyz, /metrics, /routes and the status page", "address", ln.Addr().String(),
+			"status_page", pageURL(ln.Addr()))
 		go func() { srvDone <- srv.Serve(ln) }()
 	}
 	err = b.Run(ctx)
@@ -234,4 +236,17 @@ func newLogger(e *env, lc bridge.LogConfig) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(e.stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(e.stderr, opts))
+}
+
+// pageURL is the address of the status page served on addr, to open in a
+// browser: on this machine when addr is every interface.
+func pageURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }

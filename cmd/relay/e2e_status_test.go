@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -91,6 +93,23 @@ routes:
 		if !regexpMatch(re, table) {
 			t.Errorf("relay status output lacks %s:\n%s", re, table)
 		}
+	}
+
+	// The status page, server-rendered, and its address in the log.
+	resp, err := http.Get("http://" + br.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
+		!strings.Contains(string(page), `<tr class="route state-running" data-route="up">`) ||
+		!strings.Contains(string(page), fmt.Sprintf(`<td class="num forwarded"><span class="forwarded-count">%d</span></td>`, n)) ||
+		!strings.Contains(string(page), `data-route="down"`) || strings.Contains(string(page), "s3cr3t-pw") {
+		t.Errorf("GET / = %d %q:\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), page)
+	}
+	if want := "status_page=http://" + br.addr + "/"; !strings.Contains(br.err.String(), want) {
+		t.Errorf("the bridge's log lacks %s:\n%s", want, br.err.String())
 	}
 
 	// The summary line, every 100ms.
