@@ -215,14 +215,14 @@ func TestTraceFollowsMessageRedisBridgeKafka(t *testing.T) {
 		"messaging.system": "redis", "messaging.operation.type": "send", "messaging.operation.name": "send",
 		"messaging.destination.name": srcTopic, "messaging.message.id": msg.ID,
 	})
-	wantAttrs(t, procBridge, map[string]any{
+	wantAttrs(t, procBridge, withServer(redisURL, map[string]any{
 		"messaging.system": "redis", "messaging.operation.type": "process", "messaging.operation.name": "process",
 		"messaging.destination.name": srcTopic, "messaging.consumer.group.name": bridgeGroup, "messaging.message.id": msg.ID,
-	})
-	wantAttrs(t, sendKafka, map[string]any{
+	}))
+	wantAttrs(t, sendKafka, withServer(kURL, map[string]any{
 		"messaging.system": "kafka", "messaging.operation.type": "send", "messaging.operation.name": "send",
 		"messaging.destination.name": dstTopic, "messaging.message.id": msg.ID,
-	})
+	}))
 	wantAttrs(t, procApp, map[string]any{
 		"messaging.system": "kafka", "messaging.operation.type": "process", "messaging.operation.name": "process",
 		"messaging.destination.name": dstTopic, "messaging.consumer.group.name": appGroup, "messaging.message.id": msg.ID,
@@ -245,24 +245,37 @@ func TestTraceFollowsMessageRedisBridgeKafka(t *testing.T) {
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	wantMetric(t, rm, "messaging.process.duration", "s", 1, map[string]string{
+	wantMetric(t, rm, "messaging.process.duration", "s", 1, withServer(redisURL, map[string]any{
 		"messaging.system": "redis", "messaging.operation.name": "process", "messaging.destination.name": srcTopic, "messaging.consumer.group.name": bridgeGroup,
-	})
-	wantMetric(t, rm, "messaging.client.consumed.messages", "{message}", 1, map[string]string{
+	}))
+	wantMetric(t, rm, "messaging.client.consumed.messages", "{message}", 1, withServer(redisURL, map[string]any{
 		"messaging.system": "redis", "messaging.operation.name": "process", "messaging.destination.name": srcTopic, "messaging.consumer.group.name": bridgeGroup,
-	})
-	wantMetric(t, rm, "messaging.client.operation.duration", "s", 1, map[string]string{
+	}))
+	wantMetric(t, rm, "messaging.client.operation.duration", "s", 1, withServer(kURL, map[string]any{
 		"messaging.system": "kafka", "messaging.operation.name": "send", "messaging.operation.type": "send", "messaging.destination.name": dstTopic,
-	})
-	wantMetric(t, rm, "messaging.client.sent.messages", "{message}", 1, map[string]string{
+	}))
+	wantMetric(t, rm, "messaging.client.sent.messages", "{message}", 1, withServer(kURL, map[string]any{
 		"messaging.system": "kafka", "messaging.operation.name": "send", "messaging.destination.name": dstTopic,
-	})
+	}))
+}
+
+// withServer returns attrs plus the server.address and server.port the
+// bridge records for url (each only when the URL has it).
+func withServer(url string, attrs map[string]any) map[string]any {
+	host, port := tracing.ServerForURL(url)
+	if host != "" {
+		attrs["server.address"] = host
+	}
+	if port != 0 {
+		attrs["server.port"] = int64(port)
+	}
+	return attrs
 }
 
 // wantMetric checks that rm has metric name with unit, and exactly one
 // data point, whose attributes are exactly attrs and whose count (a
 // histogram's) or value (a sum's) is n.
-func wantMetric(t *testing.T, rm metricdata.ResourceMetrics, name, unit string, n int64, attrs map[string]string) {
+func wantMetric(t *testing.T, rm metricdata.ResourceMetrics, name, unit string, n int64, attrs map[string]any) {
 	t.Helper()
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
@@ -296,8 +309,8 @@ func wantMetric(t *testing.T, rm metricdata.ResourceMetrics, name, unit string, 
 				t.Errorf("%s attributes %v, want %v", name, sets[0].ToSlice(), attrs)
 			}
 			for k, v := range attrs {
-				if g, ok := sets[0].Value(attribute.Key(k)); !ok || g.AsString() != v {
-					t.Errorf("%s %s = %v, want %q", name, k, g.AsInterface(), v)
+				if g, ok := sets[0].Value(attribute.Key(k)); !ok || g.AsInterface() != v {
+					t.Errorf("%s %s = %v, want %v", name, k, g.AsInterface(), v)
 				}
 			}
 			return

@@ -24,17 +24,23 @@ type telemetry struct {
 func newTelemetry(rc Route, opts Options) (telemetry, error) {
 	var t telemetry
 	srcSys, dstSys := tracing.SystemForURL(rc.From.URL), tracing.SystemForURL(rc.To.URL)
+	srcHost, srcPort := tracing.ServerForURL(rc.From.URL)
+	dstHost, dstPort := tracing.ServerForURL(rc.To.URL)
 	group := sourceGroup(rc.From)
 	if opts.TracerProvider != nil {
-		t.srcTracer = tracing.New(tracing.Config{TracerProvider: opts.TracerProvider, Propagator: opts.Propagator, System: srcSys, ConsumerGroup: group})
-		t.dstTracer = tracing.New(tracing.Config{TracerProvider: opts.TracerProvider, Propagator: opts.Propagator, System: dstSys})
+		t.srcTracer = tracing.New(tracing.Config{TracerProvider: opts.TracerProvider, Propagator: opts.Propagator,
+			System: srcSys, ConsumerGroup: group, ServerAddress: srcHost, ServerPort: srcPort})
+		t.dstTracer = tracing.New(tracing.Config{TracerProvider: opts.TracerProvider, Propagator: opts.Propagator,
+			System: dstSys, ServerAddress: dstHost, ServerPort: dstPort})
 	}
 	if opts.MeterProvider != nil {
 		var err error
-		if t.srcMetrics, err = otelmetrics.New(otelmetrics.Config{MeterProvider: opts.MeterProvider, System: srcSys, ConsumerGroup: group}); err != nil {
+		if t.srcMetrics, err = otelmetrics.New(otelmetrics.Config{MeterProvider: opts.MeterProvider,
+			System: srcSys, ConsumerGroup: group, ServerAddress: srcHost, ServerPort: srcPort}); err != nil {
 			return t, err
 		}
-		if t.dstMetrics, err = otelmetrics.New(otelmetrics.Config{MeterProvider: opts.MeterProvider, System: dstSys}); err != nil {
+		if t.dstMetrics, err = otelmetrics.New(otelmetrics.Config{MeterProvider: opts.MeterProvider,
+			System: dstSys, ServerAddress: dstHost, ServerPort: dstPort}); err != nil {
 			return t, err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -30,6 +31,8 @@ const (
 	BatchCount      = attribute.Key("messaging.batch.message_count")
 	BodySize        = attribute.Key("messaging.message.body.size")
 	ErrorType       = attribute.Key("error.type")
+	ServerAddress   = attribute.Key("server.address")
+	ServerPort      = attribute.Key("server.port")
 )
 
 // Attribute keys of the v1.24 conventions, emitted besides the current ones
@@ -123,6 +126,32 @@ func SystemForURL(raw string) string {
 	default:
 		return s
 	}
+}
+
+// ServerForURL returns the broker host and port of a relay URL: the first
+// host of kafka://, amqp://, nats://, redis://, postgres:// URLs, port 0
+// when the URL has none; "" for URLs without a host (sqs://, sns://,
+// mem://) and unparsable ones.
+func ServerForURL(raw string) (address string, port int) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || strings.EqualFold(u.Scheme, "mem") {
+		return "", 0
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return u.Hostname(), p
+}
+
+// Server returns the server.address and server.port attributes of
+// address and port, omitting each that is unset.
+func Server(address string, port int) []attribute.KeyValue {
+	var a []attribute.KeyValue
+	if address != "" {
+		a = append(a, ServerAddress.String(address))
+	}
+	if port > 0 {
+		a = append(a, ServerPort.Int(port))
+	}
+	return a
 }
 
 // sentinels name relay's errors in error.type.

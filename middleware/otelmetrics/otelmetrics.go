@@ -8,7 +8,7 @@
 //
 // Attributes: messaging.operation.name, messaging.system,
 // messaging.destination.name, messaging.consumer.group.name (consumers,
-// when set), messaging.operation.type (operation duration) and error.type
+// when set), server.address and server.port (when set), messaging.operation.type (operation duration) and error.type
 // (failures only). With OTEL_SEMCONV_STABILITY_OPT_IN=messaging/dup (or
 // Config.Stability) the v1.24 instruments messaging.publish.duration,
 // messaging.publish.messages, messaging.deliver.duration and
@@ -85,6 +85,11 @@ type Config struct {
 	// ConsumerGroup is messaging.consumer.group.name of the consumer
 	// metrics; "" omits it.
 	ConsumerGroup string
+	// ServerAddress and ServerPort are server.address and server.port
+	// (tracing.ServerForURL gives them from a relay URL); unset ones are
+	// omitted.
+	ServerAddress string
+	ServerPort    int
 	// Stability: the zero value reads OTEL_SEMCONV_STABILITY_OPT_IN in New.
 	Stability Stability
 }
@@ -93,6 +98,7 @@ type Config struct {
 // serve many handlers, routers and publishers of one System.
 type Metrics struct {
 	system, group string
+	server        []attribute.KeyValue
 	dup           bool
 
 	opDuration, processDuration metric.Float64Histogram
@@ -111,7 +117,12 @@ func New(cfg Config) (*Metrics, error) {
 	if cfg.System == "" {
 		cfg.System = "relay"
 	}
-	m := &Metrics{system: cfg.System, group: cfg.ConsumerGroup, dup: msgconv.Resolve(cfg.Stability) == msgconv.Dup}
+	m := &Metrics{
+		system: cfg.System,
+		group:  cfg.ConsumerGroup,
+		server: msgconv.Server(cfg.ServerAddress, cfg.ServerPort),
+		dup:    msgconv.Resolve(cfg.Stability) == msgconv.Dup,
+	}
 	meter := cfg.MeterProvider.Meter(ScopeName)
 	var errs []error
 	hist := func(name, desc string) metric.Float64Histogram {
@@ -142,12 +153,13 @@ func New(cfg Config) (*Metrics, error) {
 }
 
 func (m *Metrics) attrs(opType, dest string, consumer bool, err error) (current, old metric.MeasurementOption) {
-	a := make([]attribute.KeyValue, 0, 6)
+	a := make([]attribute.KeyValue, 0, 8)
 	a = append(a,
 		msgconv.OperationName.String(opType),
 		msgconv.System.String(m.system),
 		msgconv.DestinationName.String(dest),
 	)
+	a = append(a, m.server...)
 	if consumer && m.group != "" {
 		a = append(a, msgconv.ConsumerGroup.String(m.group))
 	}

@@ -63,7 +63,7 @@ func newTP(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
 // it; a failed handling has error.type.
 func TestConventionAttributesSingleMessage(t *testing.T) {
 	tp, sr := newTP(t)
-	pubT := tracing.New(tracing.Config{TracerProvider: tp, System: "kafka", Stability: tracing.StabilityCurrent})
+	pubT := tracing.New(tracing.Config{TracerProvider: tp, System: "kafka", ServerAddress: "k1", ServerPort: 9092, Stability: tracing.StabilityCurrent})
 	subT := tracing.New(tracing.Config{TracerProvider: tp, System: "kafka", ConsumerGroup: "billing", Stability: tracing.StabilityCurrent})
 	var carried *relay.Message
 	rec := &recordingPub{}
@@ -83,13 +83,13 @@ func TestConventionAttributesSingleMessage(t *testing.T) {
 	}
 	checkAttrs(t, send, map[string]any{
 		"messaging.system": "kafka", "messaging.operation.type": "send", "messaging.operation.name": "send",
-		"messaging.destination.name": "orders", "messaging.message.id": "id-1",
+		"messaging.destination.name": "orders", "messaging.message.id": "id-1", "server.address": "k1", "server.port": int64(9092),
 	}, "messaging.batch.message_count", "messaging.consumer.group.name", "error.type", "messaging.operation")
 	checkAttrs(t, proc, map[string]any{
 		"messaging.system": "kafka", "messaging.operation.type": "process", "messaging.operation.name": "process",
 		"messaging.destination.name": "orders", "messaging.consumer.group.name": "billing", "messaging.message.id": "id-1",
 		"error.type": "relay.ErrLimit",
-	}, "messaging.batch.message_count", "messaging.operation", "messaging.kafka.consumer.group")
+	}, "messaging.batch.message_count", "messaging.operation", "messaging.kafka.consumer.group", "server.address")
 	if proc.Parent().SpanID() != send.SpanContext().SpanID() {
 		t.Fatal("process span is not a child of the send span")
 	}
@@ -298,6 +298,14 @@ func TestErrorTypeAndSystemForURL(t *testing.T) {
 	} {
 		if got := tracing.SystemForURL(url); got != want {
 			t.Errorf("SystemForURL(%s) = %q, want %q", url, got, want)
+		}
+	}
+	for url, want := range map[string]string{
+		"kafka://k1:9092?seed=k2:9092": "k1:9092", "amqp://u:p@rabbit:5672/": "rabbit:5672", "redis://r/0": "r:0",
+		"sqs://?region=x": ":0", "mem://name": ":0", "::bad": ":0",
+	} {
+		if h, p := tracing.ServerForURL(url); fmt.Sprintf("%s:%d", h, p) != want {
+			t.Errorf("ServerForURL(%s) = %s:%d, want %s", url, h, p, want)
 		}
 	}
 }

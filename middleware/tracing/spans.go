@@ -24,6 +24,7 @@ type Tracer struct {
 	prop   propagation.TextMapPropagator
 	system string
 	group  string
+	server []attribute.KeyValue
 	dup    bool
 }
 
@@ -45,6 +46,7 @@ func New(cfg Config) *Tracer {
 		prop:   cfg.Propagator,
 		system: cfg.System,
 		group:  cfg.ConsumerGroup,
+		server: msgconv.Server(cfg.ServerAddress, cfg.ServerPort),
 		dup:    msgconv.Resolve(cfg.Stability) == msgconv.Dup,
 	}
 }
@@ -55,13 +57,14 @@ func (t *Tracer) Propagator() propagation.TextMapPropagator { return t.prop }
 
 // attrs returns the attributes every span of operation opType on dest has.
 func (t *Tracer) attrs(opType, dest string, consumer bool, extra int) []attribute.KeyValue {
-	a := make([]attribute.KeyValue, 0, 8+extra)
+	a := make([]attribute.KeyValue, 0, 10+extra)
 	a = append(a,
 		msgconv.System.String(t.system),
 		msgconv.OperationType.String(opType),
 		msgconv.OperationName.String(opType),
 		msgconv.DestinationName.String(dest),
 	)
+	a = append(a, t.server...)
 	if consumer && t.group != "" {
 		a = append(a, msgconv.ConsumerGroup.String(t.group))
 	}

@@ -59,6 +59,11 @@ type Config struct {
 	// ConsumerGroup is the messaging.consumer.group.name of process spans
 	// (the subscriber's group= parameter); "" omits it.
 	ConsumerGroup string
+	// ServerAddress and ServerPort are server.address and server.port
+	// (the broker's host and port; ServerForURL gives them from a relay
+	// URL); unset ones are omitted.
+	ServerAddress string
+	ServerPort    int
 	// Stability chooses the conventions emitted; the zero value
 	// (StabilityFromEnv) reads OTEL_SEMCONV_STABILITY_OPT_IN once, when
 	// the Tracer is created.
@@ -88,6 +93,10 @@ const (
 // relay's for backends it does not name. An unknown scheme is returned
 // as it is.
 func SystemForURL(url string) string { return msgconv.SystemForURL(url) }
+
+// ServerForURL returns the broker host and port of a relay URL (port 0
+// when it has none; "" for URLs without a host such as sqs:// and mem://).
+func ServerForURL(url string) (address string, port int) { return msgconv.ServerForURL(url) }
 
 // ErrorType returns the error.type relay records for err: the name of a
 // relay sentinel error (relay.ErrLimit, ...) or context error it wraps,
