@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -307,5 +308,27 @@ func TestErrorTypeAndSystemForURL(t *testing.T) {
 		if h, p := tracing.ServerForURL(url); fmt.Sprintf("%s:%d", h, p) != want {
 			t.Errorf("ServerForURL(%s) = %s:%d, want %s", url, h, p, want)
 		}
+	}
+}
+
+// A panic passes through the middleware unrecovered, and the span ends
+// failed with the router's panic error type.
+func TestPanicPassesThroughAndFailsSpan(t *testing.T) {
+	tp, sr := newTP(t)
+	h := tracing.New(tracing.Config{TracerProvider: tp}).Middleware(func(context.Context, *relay.Message) ([]*relay.Message, error) {
+		panic("boom")
+	})
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Errorf("recovered %v, want the handler's panic", v)
+			}
+		}()
+		_, _ = h(router.WithHandlerInfo(context.Background(), "h", "t"), &relay.Message{ID: "p"})
+	}()
+	s := spanNamed(t, sr, "process t")
+	checkAttrs(t, s, map[string]any{"error.type": "*github.com/go-relay/relay/router.PanicError", "messaging.system": "relay"})
+	if s.Status().Code != codes.Error {
+		t.Fatalf("status %v", s.Status())
 	}
 }

@@ -88,6 +88,21 @@ func fail(span trace.Span, err error) {
 	span.SetStatus(codes.Error, err.Error())
 }
 
+// panicType is the error.type of a handler that panicked through the
+// middleware (the router turns the panic into a *router.PanicError).
+var panicType = msgconv.ErrorTypeOf(&router.PanicError{})
+
+// endSpan ends span; when the handler did not return (*finished is
+// false), a panic is passing through: the span is marked failed without
+// recovering, so the router's *router.PanicError keeps the original stack.
+func endSpan(span trace.Span, finished *bool) {
+	if !*finished {
+		span.SetAttributes(msgconv.ErrorType.String(panicType))
+		span.SetStatus(codes.Error, "panic")
+	}
+	span.End()
+}
+
 // messageContext returns the creation context msg carries, or an invalid
 // one.
 func (t *Tracer) messageContext(ctx context.Context, msg *relay.Message) (context.Context, trace.SpanContext) {
@@ -130,8 +145,10 @@ func (t *Tracer) Middleware(next router.Handler) router.Handler {
 			opts = append(opts, trace.WithNewRoot())
 		}
 		ctx, span := t.tracer.Start(parent, "process "+topic, opts...)
-		defer span.End()
+		finished := false
+		defer endSpan(span, &finished)
 		outs, err := next(middleware.WithObserver(ctx, spanObserver{span}), msg)
+		finished = true
 		fail(span, err)
 		for _, o := range outs {
 			t.prop.Inject(ctx, Carrier(o))
@@ -168,8 +185,10 @@ func (t *Tracer) BatchMiddleware(next router.BatchHandler) router.BatchHandler {
 		}
 		ctx, span := t.tracer.Start(ctx, "process "+topic, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithAttributes(attrs...), trace.WithLinks(links...))
-		defer span.End()
+		finished := false
+		defer endSpan(span, &finished)
 		err := next(ctx, msgs)
+		finished = true
 		var be *router.BatchError
 		if errors.As(err, &be) {
 			span.SetAttributes(attribute.Int("relay.batch.failed_count", len(be.Failed)))
