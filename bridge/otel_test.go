@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -92,6 +93,13 @@ func TestTraceFollowsMessageRedisBridgeKafka(t *testing.T) {
 	kURL := kafkaURL(t)
 	srcTopic, dstTopic := uniq("otel-orders"), uniq("otel-orders-k")
 	bridgeGroup, appGroup := uniq("otel-bridge"), uniq("otel-app")
+	if opts, err := redis.ParseURL(redisURL); err == nil { // our own stream only
+		c := redis.NewClient(opts)
+		t.Cleanup(func() {
+			c.Del(context.Background(), srcTopic)
+			_ = c.Close()
+		})
+	}
 
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
