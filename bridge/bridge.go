@@ -17,6 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/go-relay/relay"
 )
@@ -28,6 +31,21 @@ type Options struct {
 	// Registry receives the bridge's metrics and is served on /metrics.
 	// Default: a new registry that also has the Go and process collectors.
 	Registry *prometheus.Registry
+	// TracerProvider enables tracing (middleware/tracing): each delivery
+	// of a route runs in a consumer span "process FROM_TOPIC", a child of
+	// the context the source message carries, and its publish in a
+	// producer span "send TO_TOPIC" inside it, linked to the source
+	// message's context, whose context the forwarded message carries. So
+	// one trace follows a message across the bridge. nil: no spans.
+	TracerProvider trace.TracerProvider
+	// Propagator reads and writes the trace context in metadata. Default
+	// propagation.TraceContext{} (traceparent, tracestate).
+	Propagator propagation.TextMapPropagator
+	// MeterProvider enables the OpenTelemetry messaging metrics
+	// (middleware/otelmetrics) beside the Prometheus ones: process
+	// duration and consumed messages per source, operation duration and
+	// sent messages per destination. nil: none.
+	MeterProvider metric.MeterProvider
 }
 
 // ErrRunning is returned by Run when the bridge already runs or ran.
@@ -75,7 +93,13 @@ func New(cfg Config, opts Options) (*Bridge, error) {
 	m := newMetrics(reg)
 	b := &Bridge{cfg: cfg, log: log, reg: reg}
 	for _, rc := range cfg.Routes {
-		b.routes = append(b.routes, newRoute(rc, cfg.ShutdownTimeout, log, m.route(rc.Name)))
+		tel, err := newTelemetry(rc, opts)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: route %s: %w", rc.Name, err)
+		}
+		r := newRoute(rc, cfg.ShutdownTimeout, log, m.route(rc.Name))
+		r.tel = tel
+		b.routes = append(b.routes, r)
 	}
 	reg.MustRegister(newUpCollector(b.routes))
 	return b, nil

@@ -18,7 +18,7 @@ import (
 
 // The handler chain of a route, outermost first:
 //
-//	observe → PoisonQueue (if poison) → Retry → Dedup (if dedup) → forward
+//	[tracing → OTel metrics] → observe → PoisonQueue (if poison) → Retry → Dedup (if dedup) → forward
 //
 // PoisonQueue sits outside Retry, so it sees only what Retry gave up on;
 // Dedup inside Retry, so each attempt reserves the message ID and a failed
@@ -26,11 +26,13 @@ import (
 // every middleware sees the destination's answer, and the router acks the
 // source only after the chain returned success. An at-most-once route
 // (Route.Guarantee) has neither PoisonQueue nor Retry, and its router acks
-// the source before the chain runs.
+// the source before the chain runs. Tracing and the OpenTelemetry metrics
+// (Options.TracerProvider, MeterProvider) are outermost, so that the
+// process span sees the retries, poisoning and duplicates inside.
 
 // chain builds the route's middleware around the forwarder for one session.
 func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
-	mws := []router.Middleware{r.observe}
+	mws := append(r.tel.middleware(), r.observe)
 	if p := r.cfg.Poison; p != nil {
 		after := p.AfterDeliveries
 		if after == 0 {

@@ -36,6 +36,7 @@ type route struct {
 	m            routeMetrics
 	dedupStore   middleware.Store
 	pollInterval time.Duration
+	tel          telemetry
 
 	mu      sync.Mutex
 	sess    *session
@@ -218,7 +219,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	if r.cfg.Batch > 1 {
 		flushers = min(4, r.cfg.Concurrency)
 	}
-	f.batch = newBatcher(pub, r.cfg.To.Topic, r.cfg.Batch, flushers, r.cfg.PublishTimeout)
+	f.batch = newBatcher(r.tel.publisher(pub), r.cfg.To.Topic, r.cfg.Batch, flushers, r.cfg.PublishTimeout)
 	s := &session{rt: rt}
 	s.pubH, _ = pub.(relay.HealthChecker)
 	s.subH, _ = sub.(relay.HealthChecker)
@@ -397,7 +398,10 @@ func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Mess
 	addHop(md, r.srcHop)
 	c := &relay.Message{ID: m.ID, Key: m.Key, Metadata: md, Payload: m.Payload}
 	start := time.Now()
-	if err := f.batch.publish(ctx, c); err != nil {
+	ctx, end := r.tel.startForward(ctx, r.cfg.To.Topic, m, c)
+	err := f.batch.publish(ctx, c)
+	end(err)
+	if err != nil {
 		err = fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
 		if rejected(err) {
 			err = relay.Permanent(err)

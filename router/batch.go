@@ -96,9 +96,52 @@ func (e *BatchError) failure(id string) error {
 type BatchOption func(*batchConfig)
 
 type batchConfig struct {
-	size      int
-	wait      time.Duration
-	guarantee relay.Guarantee
+	size       int
+	wait       time.Duration
+	guarantee  relay.Guarantee
+	middleware []BatchMiddleware
+}
+
+// BatchMiddleware wraps a BatchHandler, as Middleware wraps a Handler: for
+// instrumentation (spans, metrics) and anything else that sees a batch as
+// a whole. The wrapped handler's result settles the batch (see
+// BatchHandler), so a BatchMiddleware that changes the error changes the
+// settlement.
+type BatchMiddleware func(BatchHandler) BatchHandler
+
+// ChainBatch composes batch middleware so that the first is the
+// outermost: ChainBatch(a, b)(h) == a(b(h)).
+func ChainBatch(mw ...BatchMiddleware) BatchMiddleware {
+	return func(h BatchHandler) BatchHandler {
+		for i := len(mw) - 1; i >= 0; i-- {
+			if mw[i] != nil {
+				h = mw[i](h)
+			}
+		}
+		return h
+	}
+}
+
+// WithBatchMiddleware adds middleware to one batch handler. It runs inside
+// the router-level batch middleware given to UseBatch, whatever the order
+// of the calls; among themselves the first is the outermost.
+func WithBatchMiddleware(mw ...BatchMiddleware) BatchOption {
+	return func(c *batchConfig) { c.middleware = append(c.middleware, mw...) }
+}
+
+// UseBatch adds router-level batch middleware, applied to every batch
+// handler (also those added earlier), outside any WithBatchMiddleware.
+// The first given is the outermost. Per-message middleware (Use) does not
+// apply to batch handlers; this is their counterpart. It returns
+// ErrRunning after Run started.
+func (r *Router) UseBatch(mw ...BatchMiddleware) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state != stateIdle {
+		return ErrRunning
+	}
+	r.bmw = append(r.bmw, mw...)
+	return nil
 }
 
 // WithBatchGuarantee chooses the batch handler's delivery guarantee, as
@@ -135,7 +178,8 @@ func WithBatchWait(d time.Duration) BatchOption {
 //
 // name must be unique within the router, across AddHandler and
 // AddBatchHandler. Middleware (Use, WithMiddleware) is per message and does
-// not apply to batch handlers. On shutdown a batch in the handler finishes
+// not apply to batch handlers; batch middleware (UseBatch,
+// WithBatchMiddleware) does. On shutdown a batch in the handler finishes
 // like a message in a Handler (see Run); messages collected into a batch
 // that was not handed to the handler yet are nacked unhandled, so they go
 // back to the group at once. The router does not close sub unless it is

@@ -735,3 +735,71 @@ func TestBatchErrorMessage(t *testing.T) {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}
 }
+
+// Batch middleware wraps batch handlers only: router-level (UseBatch, also
+// when called after AddBatchHandler) outside handler-level
+// (WithBatchMiddleware), first given outermost; the error a batch
+// middleware returns settles the batch.
+func TestBatchMiddlewareOrderAndSettlement(t *testing.T) {
+	f := newFakeSub()
+	r := newRouter(t, router.Config{})
+	var mu sync.Mutex
+	var calls []string
+	mark := func(name string, fail error) router.BatchMiddleware {
+		return func(next router.BatchHandler) router.BatchHandler {
+			return func(ctx context.Context, msgs []*relay.Message) error {
+				mu.Lock()
+				calls = append(calls, name+">"+strconv.Itoa(len(msgs)))
+				mu.Unlock()
+				err := next(ctx, msgs)
+				mu.Lock()
+				calls = append(calls, "<"+name)
+				mu.Unlock()
+				if fail != nil && msgs[0].ID == "m2" {
+					return fail
+				}
+				return err
+			}
+		}
+	}
+	var perMessage int
+	_ = r.Use(func(next router.Handler) router.Handler {
+		return func(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
+			perMessage++
+			return next(ctx, m)
+		}
+	})
+	if err := r.AddBatchHandler("bulk", f, "in", func(ctx context.Context, msgs []*relay.Message) error {
+		mu.Lock()
+		calls = append(calls, "h:"+router.HandlerName(ctx))
+		mu.Unlock()
+		return nil
+	}, router.WithBatchWait(0), router.WithBatchMiddleware(mark("c", errors.New("declined by c")), mark("d", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.UseBatch(mark("a", nil), mark("b", nil)); err != nil {
+		t.Fatal(err)
+	}
+	runRouter(t, r)
+	if err := r.UseBatch(mark("late", nil)); !errors.Is(err, router.ErrRunning) {
+		t.Fatalf("UseBatch while running: %v, want ErrRunning", err)
+	}
+	f.push(t, f.msg("m1", "", 1))
+	if s := f.waitSettled(t, "m1"); !s.Ack {
+		t.Fatal("m1 not acked")
+	}
+	f.push(t, f.msg("m2", "", 1))
+	if s := f.waitSettled(t, "m2"); s.Ack {
+		t.Fatal("m2 acked although batch middleware c returned an error")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"a>1", "b>1", "c>1", "d>1", "h:bulk", "<d", "<c", "<b", "<a"}
+	want = append(want, want...)
+	if !slices.Equal(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	if perMessage != 0 {
+		t.Fatalf("per-message middleware ran %d times for a batch handler", perMessage)
+	}
+}

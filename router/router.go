@@ -34,6 +34,7 @@ type Router struct {
 	mu       sync.Mutex
 	state    int
 	mw       []Middleware
+	bmw      []BatchMiddleware
 	handlers []*handler
 	names    map[string]bool
 	owned    []io.Closer
@@ -297,6 +298,7 @@ func (r *Router) Run(ctx context.Context) error {
 	r.state = stateRunning
 	handlers := r.handlers
 	mw := Chain(r.mw...)
+	bmw := ChainBatch(r.bmw...)
 	r.mu.Unlock()
 
 	r.hardCtx, r.hardCancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -305,7 +307,7 @@ func (r *Router) Run(ctx context.Context) error {
 	var cause error
 	started := make([]*handler, 0, len(handlers))
 	for _, h := range handlers {
-		if err := h.start(mw); err != nil {
+		if err := h.start(mw, bmw); err != nil {
 			cause = fmt.Errorf("router: handler %q: subscribe %q: %w", h.name, h.topic, err)
 			break
 		}

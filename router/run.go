@@ -35,10 +35,12 @@ type handler struct {
 }
 
 // start subscribes and starts the dispatcher and lanes, or the batch loop
-// of a batch handler (which no middleware wraps).
-func (h *handler) start(routerMW Middleware) error {
+// of a batch handler (which only batch middleware wraps).
+func (h *handler) start(routerMW Middleware, routerBMW BatchMiddleware) error {
 	r := h.r
-	if h.bfn == nil {
+	if h.bfn != nil {
+		h.bfn = routerBMW(ChainBatch(h.bcfg.middleware...)(h.bfn))
+	} else {
 		fn := h.fn
 		if h.cfg.guarantee == relay.AtMostOnce {
 			fn = onceOnly(h.name, fn)

@@ -1,34 +1,41 @@
-// Package tracing is OpenTelemetry tracing for relay: router middleware
-// that continues a trace from a message's metadata, and a Publisher
-// wrapper that starts one. The W3C trace context (traceparent, tracestate)
-// travels in Message.Metadata, which every backend carries exactly, so a
-// trace continues across brokers and bridges.
+// Package tracing is OpenTelemetry tracing for relay by the messaging
+// semantic conventions: router middleware (per message and per batch) that
+// continues a trace from a message's metadata, and a Publisher wrapper that
+// starts one. The W3C trace context (traceparent, tracestate) travels in
+// Message.Metadata, which every backend carries exactly, so a trace
+// continues across brokers and bridges (bridge.Options.TracerProvider).
 //
 //	tp := sdktrace.NewTracerProvider(...)
-//	cfg := tracing.Config{TracerProvider: tp}
-//	pub = tracing.Publisher(pub, cfg)           // "send orders" spans, context injected
-//	r.Use(tracing.Middleware(cfg), ...)         // "process orders" spans, outputs injected
+//	t := tracing.New(tracing.Config{TracerProvider: tp, System: "kafka", ConsumerGroup: "billing"})
+//	pub = t.Publisher(pub)                  // "send orders" producer spans, context injected
+//	r.Use(t.Middleware, ...)                // "process orders" consumer spans, outputs injected
+//	r.UseBatch(t.BatchMiddleware)           // one "process orders" span per batch, linked to each message
+//
+// Span names are "{messaging.operation.name} {messaging.destination.name}";
+// attributes are messaging.system, messaging.operation.type and .name,
+// messaging.destination.name, messaging.consumer.group.name,
+// messaging.message.id, messaging.batch.message_count and error.type (the
+// tables are in docs/observability.md). OTEL_SEMCONV_STABILITY_OPT_IN=
+// messaging/dup adds the v1.24 attribute names (Config.Stability).
 //
 // The middleware extracts the context from the received message and starts
-// a consumer span as its child (a new root when the message carries none),
-// records the handler's error, adds events for retries, poisoning and
-// duplicates (through middleware.Observer; place it outside those), and
-// injects the span's context into every message the handler returns, so
-// the next hop continues the same trace.
+// a consumer span as its child and linked to it (a new root when the
+// message carries none), records the handler's error, adds events for
+// retries, poisoning and duplicates (through middleware.Observer; place it
+// outside those), and injects the span's context into every message the
+// handler returns, so the next hop continues the same trace.
 package tracing
 
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/msgconv"
 	"github.com/go-relay/relay/middleware"
-	"github.com/go-relay/relay/router"
 )
 
 // ScopeName is the instrumentation scope of the spans.
@@ -43,16 +50,59 @@ type Config struct {
 	// propagation.TraceContext{} (traceparent, tracestate); use a
 	// composite to add baggage.
 	Propagator propagation.TextMapPropagator
+	// System is the messaging.system of the spans: the backend the
+	// wrapped publisher or the handler's subscriber talks to. SystemForURL
+	// gives it from a relay URL. Default "relay" (unknown backend). A
+	// router whose handlers use different backends gives each its own
+	// Middleware with router.WithMiddleware.
+	System string
+	// ConsumerGroup is the messaging.consumer.group.name of process spans
+	// (the subscriber's group= parameter); "" omits it.
+	ConsumerGroup string
+	// ServerAddress and ServerPort are server.address and server.port
+	// (the broker's host and port; ServerForURL gives them from a relay
+	// URL); unset ones are omitted.
+	ServerAddress string
+	ServerPort    int
+	// Stability chooses the conventions emitted; the zero value
+	// (StabilityFromEnv) reads OTEL_SEMCONV_STABILITY_OPT_IN once, when
+	// the Tracer is created.
+	Stability Stability
 }
 
-func (c *Config) setDefaults() {
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
-	if c.Propagator == nil {
-		c.Propagator = propagation.TraceContext{}
-	}
-}
+// Stability chooses which messaging conventions are emitted.
+type Stability = msgconv.Stability
+
+const (
+	// StabilityFromEnv reads OTEL_SEMCONV_STABILITY_OPT_IN: with
+	// "messaging/dup" in the list it is StabilityDup, otherwise
+	// StabilityCurrent (see docs/observability.md for why "messaging" and
+	// no value mean the same for relay).
+	StabilityFromEnv = msgconv.FromEnv
+	// StabilityCurrent emits the current messaging conventions.
+	StabilityCurrent = msgconv.Current
+	// StabilityDup emits the current conventions and, besides them, the
+	// v1.24 attribute names (messaging.operation = publish|deliver|create,
+	// messaging.kafka.consumer.group). Span names and kinds stay current.
+	StabilityDup = msgconv.Dup
+)
+
+// SystemForURL returns the messaging.system value of a relay URL:
+// kafka, rabbitmq (amqp, amqps), aws_sqs, aws.sns and nats are the
+// convention's values; redis, postgresql and relay.memory (mem://) are
+// relay's for backends it does not name. An unknown scheme is returned
+// as it is.
+func SystemForURL(url string) string { return msgconv.SystemForURL(url) }
+
+// ServerForURL returns the broker host and port of a relay URL (port 0
+// when it has none; "" for URLs without a host such as sqs:// and mem://).
+func ServerForURL(url string) (address string, port int) { return msgconv.ServerForURL(url) }
+
+// ErrorType returns the error.type relay records for err: the name of a
+// relay sentinel error (relay.ErrLimit, ...) or context error it wraps,
+// else the Go type of the first error in its chain that is not a plain
+// wrapper, else "_OTHER"; "" for nil.
+func ErrorType(err error) string { return msgconv.ErrorTypeOf(err) }
 
 // Carrier adapts a message's metadata to a propagation.TextMapCarrier.
 // Set creates the metadata map when it is nil.
@@ -95,47 +145,6 @@ func Extract(ctx context.Context, m *relay.Message, p propagation.TextMapPropaga
 	return p.Extract(ctx, Carrier(m))
 }
 
-// Middleware starts a consumer span per handling; see the package doc.
-func Middleware(cfg Config) router.Middleware {
-	cfg.setDefaults()
-	tracer := cfg.TracerProvider.Tracer(ScopeName)
-	return func(next router.Handler) router.Handler {
-		return func(ctx context.Context, msg *relay.Message) ([]*relay.Message, error) {
-			topic := msg.Topic()
-			if topic == "" {
-				topic = router.Topic(ctx)
-			}
-			opts := []trace.SpanStartOption{
-				trace.WithSpanKind(trace.SpanKindConsumer),
-				trace.WithAttributes(
-					attribute.String("messaging.operation.type", "process"),
-					attribute.String("messaging.destination.name", topic),
-					attribute.String("messaging.message.id", msg.ID),
-					attribute.Int("relay.delivery.attempt", msg.Attempt()),
-					attribute.String("relay.handler", router.HandlerName(ctx)),
-				),
-			}
-			parent := cfg.Propagator.Extract(ctx, Carrier(msg))
-			if sc := trace.SpanContextFromContext(parent); !sc.IsValid() || !sc.IsRemote() {
-				// The message carries no context: a new trace, not a child
-				// of whatever span the router's context holds.
-				opts = append(opts, trace.WithNewRoot())
-			}
-			ctx, span := tracer.Start(parent, "process "+topic, opts...)
-			defer span.End()
-			outs, err := next(middleware.WithObserver(ctx, spanObserver{span}), msg)
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
-			for _, o := range outs {
-				cfg.Propagator.Inject(ctx, Carrier(o))
-			}
-			return outs, err
-		}
-	}
-}
-
 type spanObserver struct{ span trace.Span }
 
 func (o spanObserver) Retried(_ context.Context, _ *relay.Message, ev middleware.RetryEvent) {
@@ -153,48 +162,3 @@ func (o spanObserver) Poisoned(_ context.Context, _ *relay.Message, err error) {
 func (o spanObserver) Deduplicated(_ context.Context, _ *relay.Message, key string) {
 	o.span.AddEvent("deduplicated", trace.WithAttributes(attribute.String("relay.dedup.key", key)))
 }
-
-// Publisher wraps pub: every Publish runs in a producer span ("send
-// TOPIC", a child of the span in ctx) whose context is injected into the
-// published messages. The caller's messages are not modified (copies with
-// their own metadata are published). Close closes pub.
-func Publisher(pub relay.Publisher, cfg Config) relay.Publisher {
-	cfg.setDefaults()
-	return &publisher{pub: pub, tracer: cfg.TracerProvider.Tracer(ScopeName), prop: cfg.Propagator}
-}
-
-type publisher struct {
-	pub    relay.Publisher
-	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
-}
-
-// Unwrap returns the wrapped publisher.
-func (p *publisher) Unwrap() relay.Publisher { return p.pub }
-
-func (p *publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
-	attrs := []attribute.KeyValue{
-		attribute.String("messaging.operation.type", "send"),
-		attribute.String("messaging.destination.name", topic),
-		attribute.Int("messaging.batch.message_count", len(msgs)),
-	}
-	if len(msgs) == 1 {
-		attrs = append(attrs, attribute.String("messaging.message.id", msgs[0].ID))
-	}
-	ctx, span := p.tracer.Start(ctx, "send "+topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	defer span.End()
-	cps := make([]*relay.Message, len(msgs))
-	for i, m := range msgs {
-		cp := &relay.Message{ID: m.ID, Key: m.Key, Metadata: m.Metadata.Clone(), Payload: m.Payload}
-		p.prop.Inject(ctx, Carrier(cp))
-		cps[i] = cp
-	}
-	err := p.pub.Publish(ctx, topic, cps...)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	return err
-}
-
-func (p *publisher) Close() error { return p.pub.Close() }

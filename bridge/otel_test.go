@@ -1,0 +1,328 @@
+package bridge_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/go-relay/relay"
+	_ "github.com/go-relay/relay/adapters/kafka"
+	_ "github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/bridge"
+	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/middleware/tracing"
+	"github.com/go-relay/relay/router"
+)
+
+// kafkaURL returns the kafka:// URL of RELAY_TEST_KAFKA_BROKERS or of an
+// in-process kfake cluster that lives until the test ends.
+func kafkaURL(t *testing.T) string {
+	t.Helper()
+	brokers := testenv.KafkaBrokers(t)
+	if brokers == nil {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		brokers = c.ListenAddrs()
+	}
+	return "kafka://" + brokers[0]
+}
+
+func spanByName(t *testing.T, spans tracetest.SpanStubs, name string) tracetest.SpanStub {
+	t.Helper()
+	var found []tracetest.SpanStub
+	for _, s := range spans {
+		if s.Name == name {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d spans named %q, want 1 (spans: %v)", len(found), name, spanNames(spans))
+	}
+	return found[0]
+}
+
+func spanNames(spans tracetest.SpanStubs) []string {
+	var n []string
+	for _, s := range spans {
+		n = append(n, s.Name)
+	}
+	return n
+}
+
+// wantAttrs checks that s has every attribute of want with its value.
+func wantAttrs(t *testing.T, s tracetest.SpanStub, want map[string]any) {
+	t.Helper()
+	got := map[string]attribute.Value{}
+	for _, kv := range s.Attributes {
+		got[string(kv.Key)] = kv.Value
+	}
+	for k, v := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("span %q: no attribute %s", s.Name, k)
+			continue
+		}
+		if g.AsInterface() != v {
+			t.Errorf("span %q: %s = %v, want %v", s.Name, k, g.AsInterface(), v)
+		}
+	}
+}
+
+// TestTraceFollowsMessageRedisBridgeKafka publishes one message to Redis,
+// bridges it to Kafka and handles it with a router: the exported trace is
+// checkout → send (redis) → process (bridge, redis) → send (bridge, kafka)
+// → process (router, kafka), one trace ID, each consumer and the bridge's
+// producer linked to the context the message carried, with the messaging
+// conventions' names; the bridge's OpenTelemetry metrics count the message.
+func TestTraceFollowsMessageRedisBridgeKafka(t *testing.T) {
+	testenv.HoldBroker(t, "redis")
+	redisURL := testenv.Redis(t)
+	kURL := kafkaURL(t)
+	srcTopic, dstTopic := uniq("otel-orders"), uniq("otel-orders-k")
+	bridgeGroup, appGroup := uniq("otel-bridge"), uniq("otel-app")
+	if opts, err := redis.ParseURL(redisURL); err == nil { // our own stream only
+		c := redis.NewClient(opts)
+		t.Cleanup(func() {
+			c.Del(context.Background(), srcTopic)
+			_ = c.Close()
+		})
+	}
+
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+
+	// The application on Kafka.
+	sub, err := relay.OpenSubscriber(context.Background(), kURL+"?group="+appGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.(relay.Provisioner).Provision(context.Background(), dstTopic); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := router.New(router.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Own(sub)
+	appTracer := tracing.New(tracing.Config{TracerProvider: tp, System: "kafka", ConsumerGroup: appGroup, Stability: tracing.StabilityCurrent})
+	got := make(chan *relay.Message, 1)
+	if err := rt.AddHandler("app", sub, dstTopic, func(_ context.Context, m *relay.Message) ([]*relay.Message, error) {
+		got <- m
+		return nil, nil
+	}, router.WithMiddleware(appTracer.Middleware)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = rt.Run(context.Background()) }()
+	<-rt.Running()
+	stopRouter := func() {
+		_ = rt.Close()
+		<-rt.Done()
+	}
+	defer stopRouter()
+
+	// The bridge, Redis → Kafka, traced and metered.
+	provision(t, redisURL, bridgeGroup, srcTopic)
+	br, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{{
+		Name: "otel",
+		From: bridge.Source{URL: redisURL, Topic: srcTopic, Group: bridgeGroup},
+		To:   bridge.Destination{URL: kURL, Topic: dstTopic},
+	}}}, bridge.Options{Logger: quiet, TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopBridge := runBridge(t, br)
+
+	// The producer on Redis, inside a trace of its own.
+	raw, err := relay.OpenPublisher(context.Background(), redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := tracing.New(tracing.Config{TracerProvider: tp, System: tracing.SystemForURL(redisURL)}).Publisher(raw)
+	defer pub.Close()
+	ctx, root := tp.Tracer("test").Start(context.Background(), "checkout")
+	msg := relay.NewMessage([]byte("order 42"))
+	if err := pub.Publish(ctx, srcTopic, msg); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+
+	var delivered *relay.Message
+	select {
+	case delivered = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the message did not reach the Kafka handler")
+	}
+	if delivered.ID != msg.ID || string(delivered.Payload) != "order 42" {
+		t.Fatalf("delivered %s %q, want %s %q", delivered.ID, delivered.Payload, msg.ID, "order 42")
+	}
+	if err := stopBridge(); err != nil {
+		t.Fatalf("bridge drain: %v", err)
+	}
+	stopRouter()
+
+	spans := exp.GetSpans()
+	checkout := spanByName(t, spans, "checkout")
+	sendRedis := spanByName(t, spans, "send "+srcTopic)
+	procBridge := spanByName(t, spans, "process "+srcTopic)
+	sendKafka := spanByName(t, spans, "send "+dstTopic)
+	procApp := spanByName(t, spans, "process "+dstTopic)
+
+	traceID := checkout.SpanContext.TraceID()
+	for _, s := range []tracetest.SpanStub{sendRedis, procBridge, sendKafka, procApp} {
+		if s.SpanContext.TraceID() != traceID {
+			t.Errorf("span %q in trace %s, want %s", s.Name, s.SpanContext.TraceID(), traceID)
+		}
+	}
+	parentIs := func(child, parent tracetest.SpanStub) {
+		t.Helper()
+		if child.Parent.SpanID() != parent.SpanContext.SpanID() {
+			t.Errorf("span %q has parent %s, want %q (%s)", child.Name, child.Parent.SpanID(), parent.Name, parent.SpanContext.SpanID())
+		}
+	}
+	parentIs(sendRedis, checkout)
+	parentIs(procBridge, sendRedis)
+	parentIs(sendKafka, procBridge)
+	parentIs(procApp, sendKafka)
+	linksTo := func(s, target tracetest.SpanStub) {
+		t.Helper()
+		if len(s.Links) != 1 || s.Links[0].SpanContext.SpanID() != target.SpanContext.SpanID() || s.Links[0].SpanContext.TraceID() != traceID {
+			t.Errorf("span %q links %v, want one link to %q (%s)", s.Name, s.Links, target.Name, target.SpanContext.SpanID())
+		}
+	}
+	linksTo(procBridge, sendRedis) // the creation context of the message on Redis
+	linksTo(sendKafka, sendRedis)  // the bridge's forward links the source message's context
+	linksTo(procApp, sendKafka)    // the creation context of the forwarded message
+
+	kinds := map[string]trace.SpanKind{
+		sendRedis.Name: trace.SpanKindProducer, procBridge.Name: trace.SpanKindConsumer,
+		sendKafka.Name: trace.SpanKindProducer, procApp.Name: trace.SpanKindConsumer,
+	}
+	for _, s := range []tracetest.SpanStub{sendRedis, procBridge, sendKafka, procApp} {
+		if s.SpanKind != kinds[s.Name] {
+			t.Errorf("span %q kind %v, want %v", s.Name, s.SpanKind, kinds[s.Name])
+		}
+	}
+	wantAttrs(t, sendRedis, map[string]any{
+		"messaging.system": "redis", "messaging.operation.type": "send", "messaging.operation.name": "send",
+		"messaging.destination.name": srcTopic, "messaging.message.id": msg.ID,
+	})
+	wantAttrs(t, procBridge, withServer(redisURL, map[string]any{
+		"messaging.system": "redis", "messaging.operation.type": "process", "messaging.operation.name": "process",
+		"messaging.destination.name": srcTopic, "messaging.consumer.group.name": bridgeGroup, "messaging.message.id": msg.ID,
+	}))
+	wantAttrs(t, sendKafka, withServer(kURL, map[string]any{
+		"messaging.system": "kafka", "messaging.operation.type": "send", "messaging.operation.name": "send",
+		"messaging.destination.name": dstTopic, "messaging.message.id": msg.ID,
+	}))
+	wantAttrs(t, procApp, map[string]any{
+		"messaging.system": "kafka", "messaging.operation.type": "process", "messaging.operation.name": "process",
+		"messaging.destination.name": dstTopic, "messaging.consumer.group.name": appGroup, "messaging.message.id": msg.ID,
+	})
+	for _, s := range spans {
+		for _, kv := range s.Attributes {
+			if kv.Key == "error.type" || kv.Key == "messaging.batch.message_count" || kv.Key == "messaging.operation" {
+				t.Errorf("span %q has %s=%v on a successful single-message operation", s.Name, kv.Key, kv.Value.AsInterface())
+			}
+		}
+	}
+	// The forwarded message carries the bridge's send context, not the
+	// Redis producer's.
+	if sc := trace.SpanContextFromContext(tracing.Extract(context.Background(), delivered, nil)); sc.SpanID() != sendKafka.SpanContext.SpanID() {
+		t.Errorf("forwarded message carries span %s, want the bridge's send span %s", sc.SpanID(), sendKafka.SpanContext.SpanID())
+	}
+
+	// The bridge's OpenTelemetry metrics.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	wantMetric(t, rm, "messaging.process.duration", "s", 1, withServer(redisURL, map[string]any{
+		"messaging.system": "redis", "messaging.operation.name": "process", "messaging.destination.name": srcTopic, "messaging.consumer.group.name": bridgeGroup,
+	}))
+	wantMetric(t, rm, "messaging.client.consumed.messages", "{message}", 1, withServer(redisURL, map[string]any{
+		"messaging.system": "redis", "messaging.operation.name": "process", "messaging.destination.name": srcTopic, "messaging.consumer.group.name": bridgeGroup,
+	}))
+	wantMetric(t, rm, "messaging.client.operation.duration", "s", 1, withServer(kURL, map[string]any{
+		"messaging.system": "kafka", "messaging.operation.name": "send", "messaging.operation.type": "send", "messaging.destination.name": dstTopic,
+	}))
+	wantMetric(t, rm, "messaging.client.sent.messages", "{message}", 1, withServer(kURL, map[string]any{
+		"messaging.system": "kafka", "messaging.operation.name": "send", "messaging.destination.name": dstTopic,
+	}))
+}
+
+// withServer returns attrs plus the server.address and server.port the
+// bridge records for url (each only when the URL has it).
+func withServer(url string, attrs map[string]any) map[string]any {
+	host, port := tracing.ServerForURL(url)
+	if host != "" {
+		attrs["server.address"] = host
+	}
+	if port != 0 {
+		attrs["server.port"] = int64(port)
+	}
+	return attrs
+}
+
+// wantMetric checks that rm has metric name with unit, and exactly one
+// data point, whose attributes are exactly attrs and whose count (a
+// histogram's) or value (a sum's) is n.
+func wantMetric(t *testing.T, rm metricdata.ResourceMetrics, name, unit string, n int64, attrs map[string]any) {
+	t.Helper()
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			if m.Unit != unit {
+				t.Errorf("%s unit %q, want %q", name, m.Unit, unit)
+			}
+			var sets []attribute.Set
+			var counts []int64
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					sets, counts = append(sets, p.Attributes), append(counts, int64(p.Count))
+				}
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					sets, counts = append(sets, p.Attributes), append(counts, p.Value)
+				}
+			default:
+				t.Fatalf("%s has data %T", name, m.Data)
+			}
+			if len(sets) != 1 {
+				t.Fatalf("%s has %d data points, want 1", name, len(sets))
+			}
+			if counts[0] != n {
+				t.Errorf("%s = %d, want %d", name, counts[0], n)
+			}
+			if sets[0].Len() != len(attrs) {
+				t.Errorf("%s attributes %v, want %v", name, sets[0].ToSlice(), attrs)
+			}
+			for k, v := range attrs {
+				if g, ok := sets[0].Value(attribute.Key(k)); !ok || g.AsInterface() != v {
+					t.Errorf("%s %s = %v, want %v", name, k, g.AsInterface(), v)
+				}
+			}
+			return
+		}
+	}
+	t.Errorf("no metric %s", name)
+}
