@@ -253,3 +253,64 @@ func TestRoundTripEveryBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestNATSWireIsTheBinding reads what cloudevents.Publisher writes on
+// NATS with a plain nats.go JetStream consumer: the attributes must be
+// the binding's "ce-" headers, with percent-encoded values, and the data
+// the message data, so that any CloudEvents NATS consumer reads them.
+func TestNATSWireIsTheBinding(t *testing.T) {
+	u := testenv.NATS(t)
+	topic := "ce-wire-" + suffix()
+	t.Cleanup(func() { deleteStream(u, topic) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub, err := relay.OpenPublisher(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	// A relay subscriber provisions the stream; the raw consumer reads it.
+	sub, err := relay.OpenSubscriber(ctx, testenv.WithParams(u, "group", "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	e := sample()
+	if err := cloudevents.NewPublisher(pub).Publish(ctx, topic, e); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := natsgo.Connect(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, relaynats.StreamName(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := st.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"ce-specversion": "1.0", "ce-id": e.ID, "ce-source": e.Source, "ce-type": e.Type,
+		"ce-subject":         "A-1001%20%22rush%22%20100%25%20caf%C3%A9",
+		"ce-time":            "2026-12-01T10:30:00.123456789Z",
+		"ce-datacontenttype": "application/octet-stream;%20x=1",
+		"ce-dataschema":      e.DataSchema, "ce-partitionkey": "customer-7", "ce-priority": "5",
+		"ce-traceparent": e.Extensions["traceparent"], "ce-emptyext": "",
+	}
+	for k, v := range want {
+		if got, ok := raw.Header[k]; !ok || len(got) != 1 || got[0] != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
+	}
+	if string(raw.Data) != string(e.Data) {
+		t.Errorf("data %q, want %q", raw.Data, e.Data)
+	}
+}
