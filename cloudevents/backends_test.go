@@ -176,7 +176,7 @@ func deleteStream(u, topic string) {
 
 // events are what the round trip sends: every attribute with values that
 // need escaping somewhere and binary data; only the required attributes
-// and no data; JSON data with a content type.
+// and no data; JSON data with a content type; 15 attributes.
 func events() []*cloudevents.Event {
 	full := sample()
 	full.ID = "full-" + suffix()
@@ -185,7 +185,14 @@ func events() []*cloudevents.Event {
 		DataContentType: "application/json", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Extensions: map[string]string{"a1": "x", "b2": "y", "c3": "z", "d4": "w", "e5": "v"},
 		Data:       []byte(`{"order":"A-1001","total":12.5}`)}
-	return []*cloudevents.Event{full, minimal, js}
+	// more attributes than SQS's 10 message attributes: the sqs adapter
+	// packs the rest into one attribute, and they still come back.
+	many := &cloudevents.Event{ID: "many-" + suffix(), Source: "/many", SpecVersion: "1.0", Type: "t.many",
+		Extensions: map[string]string{}, Data: []byte("text data")}
+	for i := range 12 {
+		many.Extensions[fmt.Sprintf("ext%02d", i)] = fmt.Sprintf("value %d ü", i)
+	}
+	return []*cloudevents.Event{full, minimal, js, many}
 }
 
 // TestRoundTripEveryBackend publishes events with cloudevents.Publisher
