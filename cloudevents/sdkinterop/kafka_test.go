@@ -186,3 +186,72 @@ func TestKafkaSDKStructured(t *testing.T) {
 	sameAsSDK(t, got[ev.ID()], ev, 0)
 	sameAsSDK(t, got[jsonEv.ID()], jsonEv, 0)
 }
+
+// TestKafkaNoDataIsTombstone: the Kafka binding writes an event without
+// data as a record without value. The SDK's encoding of such an event,
+// sent as a NULL value, reads as an event with nil Data; relay's event
+// with nil Data is a NULL value that the SDK decodes as an event without
+// data.
+func TestKafkaNoDataIsTombstone(t *testing.T) {
+	seeds := kafkaSeeds(t)
+	topic := "ce-nodata-" + suffix()
+	ch := kafkaSubscribe(t, seeds, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	ev := event.New()
+	ev.SetID("sdk-nodata-" + suffix())
+	ev.SetSource("/sdk")
+	ev.SetType("t.deleted")
+	ev.SetExtension("partitionkey", "customer-7")
+	w := encodeWithSDK(t, ev, "ce_", false)
+	if w.data != nil {
+		t.Fatalf("the SDK wrote data %q for an event without data", w.data)
+	}
+	rec := &kgo.Record{Topic: topic, Key: []byte("customer-7")} // Value nil: NULL
+	for k, v := range w.headers {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v.(string))})
+	}
+	if err := rawKafka(t, seeds).ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := relaytest.Next(t, ch, "the SDK's event without data")
+	e, err := cloudevents.FromMessage(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Data != nil || e.ID != ev.ID() {
+		t.Errorf("got id %q data %q, want %q and nil data", e.ID, e.Data, ev.ID())
+	}
+	_ = m.Ack()
+
+	pub, err := relay.OpenPublisher(ctx, kafkaURL(seeds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	out := &cloudevents.Event{ID: "relay-nodata-" + suffix(), Source: "/relay", Type: "t.deleted",
+		Extensions: map[string]string{"partitionkey": "customer-9"}}
+	topic2 := topic + "-out"
+	if err := cloudevents.NewPublisher(pub).Publish(ctx, topic2, out); err != nil {
+		t.Fatal(err)
+	}
+	cl := rawKafka(t, seeds, kgo.ConsumeTopics(topic2), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got *kgo.Record
+	for got == nil {
+		if cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = r }); ctx.Err() != nil {
+			t.Fatal("no record within 30s")
+		}
+	}
+	if got.Value != nil {
+		t.Fatalf("record value %q, want NULL (a tombstone)", got.Value)
+	}
+	msg := &binaryMessage{prefixes: []string{"ce_"}, headers: map[string]any{}}
+	for _, h := range got.Headers {
+		msg.headers[h.Key] = string(h.Value)
+	}
+	sdk := decodeWithSDK(t, msg)
+	if sdk.ID() != out.ID || sdk.Data() != nil {
+		t.Errorf("SDK read id %q data %q", sdk.ID(), sdk.Data())
+	}
+}
