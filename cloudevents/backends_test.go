@@ -104,21 +104,7 @@ var backends = []backend{
 		q.Set("fetch_max_wait", "200ms")
 		return pub, "kafka://" + seeds[0] + "?" + q.Encode()
 	}},
-	{"sqs", func(t *testing.T, topic, group string) (string, string) {
-		sqsOnce.Do(func() { sqsSvc = testenv.StartSQS() })
-		sqsSvc.Need(t)
-		q := url.Values{}
-		q.Set("region", sqsSvc.Region)
-		if sqsSvc.Endpoint != "" {
-			q.Set("endpoint", sqsSvc.Endpoint)
-		}
-		if sqsSvc.Emulated {
-			q.Set("access_key_id", "test")
-			q.Set("secret_key", "test")
-		}
-		u := "sqs://?" + q.Encode()
-		return u, u // the queue is the group
-	}},
+	{"sqs", func(t *testing.T, topic, group string) (string, string) { return sqsURL(t), sqsURL(t) }}, // the queue is the group
 	{"nats", func(t *testing.T, topic, group string) (string, string) {
 		u := testenv.NATS(t)
 		t.Cleanup(func() { deleteStream(u, topic) })
@@ -128,6 +114,23 @@ var backends = []backend{
 		u := testenv.WithParams(testenv.Postgres(t), "schema", pgSchema)
 		return u, testenv.WithParams(u, "group", group)
 	}},
+}
+
+// sqsURL is the sqs:// URL of the test service (goaws unless
+// RELAY_TEST_SQS_ENDPOINT says otherwise), started on first use.
+func sqsURL(t *testing.T) string {
+	sqsOnce.Do(func() { sqsSvc = testenv.StartSQS() })
+	sqsSvc.Need(t)
+	q := url.Values{}
+	q.Set("region", sqsSvc.Region)
+	if sqsSvc.Endpoint != "" {
+		q.Set("endpoint", sqsSvc.Endpoint)
+	}
+	if sqsSvc.Emulated {
+		q.Set("access_key_id", "test")
+		q.Set("secret_key", "test")
+	}
+	return "sqs://?" + q.Encode()
 }
 
 // kafkaSeeds is the real cluster of RELAY_TEST_KAFKA_BROKERS or a kfake
