@@ -154,7 +154,10 @@ var readers = [...]reader{
 	{prefix: Kafka.prefix, contentType: Kafka.contentType},
 	{prefix: AMQP.prefix, contentType: AMQP.contentType},
 	{prefix: "cloudEvents:", contentType: AMQP.contentType},
-	{prefix: NATS.prefix, percent: true, fromIDKey: true},
+	// The NATS binding puts datacontenttype in ce-datacontenttype; a
+	// Content-Type header (as the HTTP binding has it) is read when that
+	// is absent.
+	{prefix: NATS.prefix, contentType: "content-type", percent: true, fromIDKey: true},
 }
 
 // FromMessage decodes the event m carries, whichever backend delivered it
@@ -173,7 +176,8 @@ var readers = [...]reader{
 // whose attributes break the specification, ErrInvalidEvent. Metadata
 // that is not an attribute is ignored. The event's Data is m.Payload (not
 // copied). Under "ce-", a missing id or partitionkey attribute is taken
-// from m.ID and m.Key (the Generic binding writes them there only).
+// from m.ID and m.Key (the Generic binding writes them there only), and a
+// missing ce-datacontenttype from metadata "content-type" (any case).
 // FromMessage does not modify m and is safe for concurrent use.
 func FromMessage(m *relay.Message) (*Event, error) {
 	if ct, ok := structuredType(m.Metadata); ok {

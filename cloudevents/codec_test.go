@@ -196,6 +196,14 @@ func TestFromMessageNATSHeaderRules(t *testing.T) {
 	if got.ID != "e2" || got.Source != "/a b" || got.Subject != "Euro € 😀" {
 		t.Errorf("got %+v", got)
 	}
+	md["Content-Type"] = "text/plain"
+	if got, err := cloudevents.FromMessage(&relay.Message{Metadata: md}); err != nil || got.DataContentType != "text/plain" {
+		t.Errorf("Content-Type without ce-datacontenttype: %v, %v", got, err)
+	}
+	md["ce-datacontenttype"] = "application/json"
+	if got, err := cloudevents.FromMessage(&relay.Message{Metadata: md}); err != nil || got.DataContentType != "application/json" {
+		t.Errorf("ce-datacontenttype must win over Content-Type: %v, %v", got, err)
+	}
 	md["ce-subject"] = "%C0%A0"
 	if _, err := cloudevents.FromMessage(&relay.Message{Metadata: md}); !errors.Is(err, cloudevents.ErrInvalidEvent) {
 		t.Errorf("overlong UTF-8: err = %v, want ErrInvalidEvent", err)
