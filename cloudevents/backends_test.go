@@ -198,6 +198,31 @@ func events() []*cloudevents.Event {
 	return []*cloudevents.Event{full, minimal, js, many}
 }
 
+// open opens a publisher and a subscribed subscriber of a fresh topic on
+// b, all closed at cleanup.
+func open(t *testing.T, b backend, prefix string) (relay.Publisher, <-chan *relay.Message, string) {
+	t.Helper()
+	topic := prefix + suffix()
+	pubURL, subURL := b.urls(t, topic, "g"+suffix())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub, err := relay.OpenPublisher(ctx, pubURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	sub, err := relay.OpenSubscriber(ctx, subURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	if p, ok := sub.(relay.Provisioner); ok {
+		relaytest.Provision(t, p, topic)
+	}
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	return pub, ch, topic
+}
+
 // TestRoundTripEveryBackend publishes events with cloudevents.Publisher
 // and decodes what the subscriber receives with FromMessage, on every
 // backend: every attribute and the data must come back as sent.
@@ -206,26 +231,9 @@ func TestRoundTripEveryBackend(t *testing.T) {
 		"sqs": "generic", "nats": "nats", "postgres": "generic"}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			topic := "ce-rt-" + suffix()
-			pubURL, subURL := b.urls(t, topic, "g"+suffix())
+			pub, ch, topic := open(t, b, "ce-rt-")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			pub, err := relay.OpenPublisher(ctx, pubURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pub.Close()
-			sub, err := relay.OpenSubscriber(ctx, subURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Close()
-			if p, ok := sub.(relay.Provisioner); ok {
-				relaytest.Provision(t, p, topic)
-			}
-			ch, stop := relaytest.Subscribe(t, sub, topic)
-			defer stop()
-
 			cp := cloudevents.NewPublisher(pub)
 			if got := cp.Binding().Name(); got != wantBinding[b.name] {
 				t.Fatalf("binding %s, want %s", got, wantBinding[b.name])
@@ -265,9 +273,10 @@ func TestRoundTripEveryBackend(t *testing.T) {
 }
 
 // TestNATSWireIsTheBinding reads what cloudevents.Publisher writes on
-// NATS with a plain nats.go JetStream consumer: the attributes must be
-// the binding's "ce-" headers, with percent-encoded values, and the data
-// the message data, so that any CloudEvents NATS consumer reads them.
+// NATS with plain nats.go: in binary mode the attributes must be the
+// binding's "ce-" headers, with percent-encoded values, and the data the
+// message data; in structured mode the Content-Type header marks it. Any
+// CloudEvents NATS consumer then reads them.
 func TestNATSWireIsTheBinding(t *testing.T) {
 	u := testenv.NATS(t)
 	topic := "ce-wire-" + suffix()
@@ -288,6 +297,11 @@ func TestNATSWireIsTheBinding(t *testing.T) {
 	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	e := sample()
 	if err := cloudevents.NewPublisher(pub).Publish(ctx, topic, e); err != nil {
+		t.Fatal(err)
+	}
+	se := sample()
+	se.ID = "structured-1" // the same id would be a JetStream duplicate
+	if err := cloudevents.NewPublisher(pub).PublishStructured(ctx, topic, se); err != nil {
 		t.Fatal(err)
 	}
 	nc, err := natsgo.Connect(u)
@@ -322,5 +336,18 @@ func TestNATSWireIsTheBinding(t *testing.T) {
 	}
 	if string(raw.Data) != string(e.Data) {
 		t.Errorf("data %q, want %q", raw.Data, e.Data)
+	}
+	// Structured mode: the binding's Content-Type header, the JSON event
+	// as the data.
+	raw, err = st.GetMsg(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Header["Content-Type"]; len(got) != 1 || got[0] != cloudevents.StructuredContentType {
+		t.Errorf("Content-Type header %q, want %q (headers %v)", got, cloudevents.StructuredContentType, raw.Header)
+	}
+	doc, _ := cloudevents.EncodeJSON(se)
+	if string(raw.Data) != string(doc) {
+		t.Errorf("data %s, want %s", raw.Data, doc)
 	}
 }

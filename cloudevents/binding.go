@@ -94,7 +94,7 @@ func BindingOf(v any) Binding {
 // matching ErrInvalidEvent when e is not valid. It does not modify e.
 func (b Binding) ToMessage(e *Event) (*relay.Message, error) {
 	if b.prefix == "" {
-		return nil, errors.New("relay/cloudevents: zero Binding; use Kafka, AMQP, NATS, Generic or BindingFor")
+		return nil, errZeroBinding
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -140,6 +140,8 @@ func (b Binding) ToMessage(e *Event) (*relay.Message, error) {
 	}
 	return &relay.Message{ID: e.ID, Key: e.Extensions[ExtPartitionKey], Metadata: md, Payload: e.Data}, nil
 }
+
+var errZeroBinding = errors.New("relay/cloudevents: zero Binding; use Kafka, AMQP, NATS, Generic or BindingFor")
 
 // reader is how attributes are read under one prefix.
 type reader struct {

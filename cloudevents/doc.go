@@ -19,6 +19,7 @@
 // Use [NewPublisher] to publish events through any relay.Publisher (it
 // picks the binding from the publisher's Capabilities), or
 // [Binding.ToMessage] to build the messages yourself, e.g. as the output
-// of a router handler. On the receiving side, call FromMessage on the
+// of a router handler. [Publisher.PublishStructured] and
+// [Binding.ToStructuredMessage] write the structured mode instead. On the receiving side, call FromMessage on the
 // delivered message and settle that message as usual.
 package cloudevents

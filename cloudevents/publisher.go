@@ -39,9 +39,19 @@ func (p *Publisher) Binding() Binding { return p.binding }
 // ID of each event is its id, so a *relay.PublishError names events by id.
 // Publish blocks as the wrapped Publish does and honours ctx.
 func (p *Publisher) Publish(ctx context.Context, topic string, events ...*Event) error {
+	return p.publish(ctx, topic, events, p.binding.ToMessage)
+}
+
+// PublishStructured is Publish in structured content mode
+// (Binding.ToStructuredMessage): the whole event as JSON in the payload.
+func (p *Publisher) PublishStructured(ctx context.Context, topic string, events ...*Event) error {
+	return p.publish(ctx, topic, events, p.binding.ToStructuredMessage)
+}
+
+func (p *Publisher) publish(ctx context.Context, topic string, events []*Event, encode func(*Event) (*relay.Message, error)) error {
 	msgs := make([]*relay.Message, len(events))
 	for i, e := range events {
-		m, err := p.binding.ToMessage(e)
+		m, err := encode(e)
 		if err != nil {
 			return fmt.Errorf("%w (event %d of %d)", err, i+1, len(events))
 		}

@@ -33,17 +33,22 @@ const (
 
 var b64 = base64.StdEncoding
 
-// CloudEventsPrefix is the header prefix of the CloudEvents NATS protocol
-// binding ("ce-id", "ce-source", ...). Metadata whose name starts with it
-// is written as a header of the same name, not under MetaPrefix, when
-// name and value are header-safe, so that any CloudEvents consumer reads
-// the attributes relay's cloudevents package writes. Such a header comes
-// back as the same metadata, as every header from another publisher does.
-const CloudEventsPrefix = "ce-"
+// The headers of the CloudEvents NATS protocol binding: the attributes
+// ("ce-id", "ce-source", ...) and the Content-Type that marks structured
+// mode. Metadata whose name starts with CloudEventsPrefix or is exactly
+// HeaderContentType is written as the header of the same name, not under
+// MetaPrefix, when name and value are header-safe, so that any CloudEvents
+// consumer reads what relay's cloudevents package writes. Such a header
+// comes back as the same metadata, as every header from another publisher
+// does.
+const (
+	CloudEventsPrefix = "ce-"
+	HeaderContentType = "Content-Type"
+)
 
 // plainHeader reports whether metadata k = v is written as the header k.
 func plainHeader(k, v string) bool {
-	return strings.HasPrefix(k, CloudEventsPrefix) && headerSafeName(k) && headerSafeValue(v)
+	return (strings.HasPrefix(k, CloudEventsPrefix) || k == HeaderContentType) && headerSafeName(k) && headerSafeValue(v)
 }
 
 // headerSafeName reports whether s can be a header name as is: the

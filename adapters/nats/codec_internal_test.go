@@ -80,14 +80,15 @@ func TestCodecRoundTripIsByteExact(t *testing.T) {
 	}
 }
 
-// TestCloudEventsHeadersArePlain: metadata named ce-... is the header of
-// that name (the CloudEvents NATS binding), so that other CloudEvents
+// TestCloudEventsHeadersArePlain: metadata named ce-... or Content-Type is
+// the header of that name (the CloudEvents NATS binding), so that other CloudEvents
 // consumers read it; a value that is not header-safe still goes base64.
 func TestCloudEventsHeadersArePlain(t *testing.T) {
 	m := &relay.Message{ID: "e1", Metadata: relay.Metadata{
-		"ce-specversion": "1.0", "ce-id": "e1", "ce-subject": "a%20b", "ce-bad": " x", "other": "y"}}
+		"ce-specversion": "1.0", "ce-id": "e1", "ce-subject": "a%20b", "ce-bad": " x", "other": "y",
+		"Content-Type": "application/cloudevents+json; charset=UTF-8", "content-type": "lower case is other metadata"}}
 	h := wire(t, encode("s", m))
-	for _, k := range []string{"ce-specversion", "ce-id", "ce-subject"} {
+	for _, k := range []string{"ce-specversion", "ce-id", "ce-subject", "Content-Type"} {
 		if h.Get(k) != m.Metadata[k] {
 			t.Errorf("header %s = %q, want %q (headers %v)", k, h.Get(k), m.Metadata[k], h)
 		}
@@ -95,7 +96,7 @@ func TestCloudEventsHeadersArePlain(t *testing.T) {
 	if _, ok := h["ce-bad"]; ok {
 		t.Error("a value with a leading blank was written as a plain header")
 	}
-	if h.Get(MetaPrefix+"other") != "y" {
+	if h.Get(MetaPrefix+"other") != "y" || h.Get(MetaPrefix+"content-type") == "" {
 		t.Errorf("other metadata not under %s: %v", MetaPrefix, h)
 	}
 	if got := decode(h, nil, "S", 1); !reflect.DeepEqual(got.Metadata, m.Metadata) {
