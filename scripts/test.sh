@@ -15,7 +15,8 @@
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
 #    instead of skipping; then the same (and `go mod tidy -diff`) in the
-#    separate module examples/adapter, whose failure fails the run too.
+#    separate modules examples/adapter and cloudevents/sdkinterop, whose
+#    failure fails the run too.
 #
 # Kafka and SQS/SNS tests run against in-process fakes unless
 # RELAY_TEST_KAFKA_BROKERS / RELAY_TEST_SQS_ENDPOINT name real ones.
@@ -259,19 +260,23 @@ go test -race -count=1 -p 1 -timeout 25m -v ${GO_TEST_FLAGS:-} "${pkgs[@]}" 2>&1
 test_rc=${PIPESTATUS[0]}
 set -e
 
-# examples/adapter is a module of its own (an adapter written outside this
-# module, on the public packages only): vet, tidy and test it too. Its -v
-# output goes to the same log, so its tests are counted below.
-say "examples/adapter: go vet, go mod tidy -diff, go test -race"
+# examples/adapter (an adapter written outside this module, on the public
+# packages only) and cloudevents/sdkinterop (the CloudEvents Go SDK interop
+# tests, kept out of relay's go.mod) are modules of their own: vet, tidy
+# and test them too. Their -v output goes to the same log, so their tests
+# are counted below.
 ext=ok
-(cd examples/adapter && go vet ./...) || ext=FAILED
-(cd examples/adapter && go mod tidy -diff) || ext=FAILED
-set +e
-(cd examples/adapter && go test -race -count=1 -v ./... 2>&1) |
-	tee -a "$log" |
-	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)|^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} '
-[[ ${PIPESTATUS[0]} == 0 ]] || ext=FAILED
-set -e
+for mod in examples/adapter cloudevents/sdkinterop; do
+	say "$mod: go vet, go mod tidy -diff, go test -race"
+	(cd "$mod" && go vet ./...) || ext=FAILED
+	(cd "$mod" && go mod tidy -diff) || ext=FAILED
+	set +e
+	(cd "$mod" && go test -race -count=1 -v ./... 2>&1) |
+		tee -a "$log" |
+		grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)|^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} '
+	[[ ${PIPESTATUS[0]} == 0 ]] || ext=FAILED
+	set -e
+done
 
 count() { grep -Ec "$1" "$log" || true; }
 passed=$(count '^[[:space:]]*--- PASS:')
@@ -285,7 +290,7 @@ echo "summary:"
 echo "  go vet:   $vet"
 echo "  go.mod:   tidy $tidy"
 echo "  packages: $pkg_ok ok, $pkg_fail failed"
-echo "  examples/adapter: $ext"
+echo "  examples/adapter, cloudevents/sdkinterop: $ext"
 if ((pkg_fail > 0)); then
 	grep -E '^FAIL[[:space:]]' "$log" | sed 's/^/    /'
 fi
@@ -296,7 +301,7 @@ fi
 if [[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]; then
 	echo "  result:   PASS"
 else
-	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc, examples/adapter $ext)"
+	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc, separate modules $ext)"
 fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]

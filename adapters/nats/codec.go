@@ -33,6 +33,24 @@ const (
 
 var b64 = base64.StdEncoding
 
+// The headers of the CloudEvents NATS protocol binding: the attributes
+// ("ce-id", "ce-source", ...) and the Content-Type that marks structured
+// mode. Metadata whose name starts with CloudEventsPrefix or is exactly
+// HeaderContentType is written as the header of the same name, not under
+// MetaPrefix, when name and value are header-safe, so that any CloudEvents
+// consumer reads what relay's cloudevents package writes. Such a header
+// comes back as the same metadata, as every header from another publisher
+// does.
+const (
+	CloudEventsPrefix = "ce-"
+	HeaderContentType = "Content-Type"
+)
+
+// plainHeader reports whether metadata k = v is written as the header k.
+func plainHeader(k, v string) bool {
+	return (strings.HasPrefix(k, CloudEventsPrefix) || k == HeaderContentType) && headerSafeName(k) && headerSafeValue(v)
+}
+
 // headerSafeName reports whether s can be a header name as is: the
 // printable ASCII that nats.go accepts in a header name (no space and
 // none of "()/,:;<=>?@[\]{}), non-empty.
@@ -82,7 +100,9 @@ func encode(subject string, m *relay.Message) *natsgo.Msg {
 		}
 	}
 	for k, v := range m.Metadata {
-		if headerSafeName(k) && headerSafeValue(v) {
+		if plainHeader(k, v) {
+			h[k] = []string{v}
+		} else if headerSafeName(k) && headerSafeValue(v) {
 			h[MetaPrefix+k] = []string{v}
 		} else {
 			h[MetaB64Prefix+base64.RawURLEncoding.EncodeToString([]byte(k))] = []string{b64.EncodeToString([]byte(v))}
@@ -115,7 +135,9 @@ func encodedSize(m *relay.Message) int {
 		}
 	}
 	for k, v := range m.Metadata {
-		if headerSafeName(k) && headerSafeValue(v) {
+		if plainHeader(k, v) {
+			n += line(k, v)
+		} else if headerSafeName(k) && headerSafeValue(v) {
 			n += line(MetaPrefix+k, v)
 		} else {
 			n += len(MetaB64Prefix) + base64.RawURLEncoding.EncodedLen(len(k)) + 4 + b64.EncodedLen(len(v))

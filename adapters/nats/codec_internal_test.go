@@ -64,6 +64,9 @@ func TestCodecRoundTripIsByteExact(t *testing.T) {
 			"Relay-M-trick":   "nested prefix",
 			"Relay-Mx-trick2": "nested prefix",
 			"a/b(c)":          "forbidden name characters",
+			"ce-id":           "plain header",
+			"ce-subject":      " not header-safe",
+			"ce-":             "",
 		},
 		Payload: []byte{0, 1, 2, 0xff},
 	}
@@ -74,6 +77,30 @@ func TestCodecRoundTripIsByteExact(t *testing.T) {
 	}
 	if size, raw := encodedSize(m), mustLen(t, msg); size != raw {
 		t.Errorf("encodedSize = %d, the encoded message is %d bytes", size, raw)
+	}
+}
+
+// TestCloudEventsHeadersArePlain: metadata named ce-... or Content-Type is
+// the header of that name (the CloudEvents NATS binding), so that other CloudEvents
+// consumers read it; a value that is not header-safe still goes base64.
+func TestCloudEventsHeadersArePlain(t *testing.T) {
+	m := &relay.Message{ID: "e1", Metadata: relay.Metadata{
+		"ce-specversion": "1.0", "ce-id": "e1", "ce-subject": "a%20b", "ce-bad": " x", "other": "y",
+		"Content-Type": "application/cloudevents+json; charset=UTF-8", "content-type": "lower case is other metadata"}}
+	h := wire(t, encode("s", m))
+	for _, k := range []string{"ce-specversion", "ce-id", "ce-subject", "Content-Type"} {
+		if h.Get(k) != m.Metadata[k] {
+			t.Errorf("header %s = %q, want %q (headers %v)", k, h.Get(k), m.Metadata[k], h)
+		}
+	}
+	if _, ok := h["ce-bad"]; ok {
+		t.Error("a value with a leading blank was written as a plain header")
+	}
+	if h.Get(MetaPrefix+"other") != "y" || h.Get(MetaPrefix+"content-type") == "" {
+		t.Errorf("other metadata not under %s: %v", MetaPrefix, h)
+	}
+	if got := decode(h, nil, "S", 1); !reflect.DeepEqual(got.Metadata, m.Metadata) {
+		t.Errorf("decoded metadata %q, want %q", got.Metadata, m.Metadata)
 	}
 }
 

@@ -46,7 +46,10 @@
 // they are (non-ASCII, control characters, blanks at either end, the
 // characters nats.go refuses in names) go base64 in Relay-Id-B64,
 // Relay-Key-B64 and "Relay-Mx-<base64url name>", so everything round-trips
-// byte-exact. A message from another publisher is delivered with every
+// byte-exact. Metadata named "ce-..." or "Content-Type" (the CloudEvents
+// NATS binding's headers) is the header of that name when it is
+// header-safe.
+// A message from another publisher is delivered with every
 // header as metadata under its own name; a repeated header's 2nd, 3rd, ...
 // values are kept as "<name>#2", "<name>#3", ... (the next free number
 // when that name is taken); without Nats-Msg-Id its ID is
