@@ -13,7 +13,8 @@
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
 #    instead of skipping; then the same (and `go mod tidy -diff`) in the
-#    separate module examples/adapter, whose failure fails the run too.
+#    separate modules examples/adapter and compat/watermill, whose
+#    failure fails the run too.
 #
 # Kafka and SQS/SNS tests run against in-process fakes unless
 # RELAY_TEST_KAFKA_BROKERS / RELAY_TEST_SQS_ENDPOINT name real ones.
@@ -245,6 +246,22 @@ set +e
 [[ ${PIPESTATUS[0]} == 0 ]] || ext=FAILED
 set -e
 
+# compat/watermill is a module of its own too (relay <-> Watermill, so that
+# this module does not depend on Watermill): vet, tidy and test it the same
+# way. Its tests run Watermill's universal Pub/Sub tests against mem://,
+# redis:// and amqp:// and the conformance suite against Watermill's
+# GoChannel (about 30s).
+say "compat/watermill: go vet, go mod tidy -diff, go test -race"
+wmill=ok
+(cd compat/watermill && go vet ./...) || wmill=FAILED
+(cd compat/watermill && go mod tidy -diff) || wmill=FAILED
+set +e
+(cd compat/watermill && go test -race -count=1 -timeout 10m -v ./... 2>&1) |
+	tee -a "$log" |
+	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)|^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} |^(publishing message|restarting server|server restarted)$'
+[[ ${PIPESTATUS[0]} == 0 ]] || wmill=FAILED
+set -e
+
 count() { grep -Ec "$1" "$log" || true; }
 passed=$(count '^[[:space:]]*--- PASS:')
 failed=$(count '^[[:space:]]*--- FAIL:')
@@ -258,6 +275,7 @@ echo "  go vet:   $vet"
 echo "  go.mod:   tidy $tidy"
 echo "  packages: $pkg_ok ok, $pkg_fail failed"
 echo "  examples/adapter: $ext"
+echo "  compat/watermill: $wmill"
 if ((pkg_fail > 0)); then
 	grep -E '^FAIL[[:space:]]' "$log" | sed 's/^/    /'
 fi
@@ -265,10 +283,10 @@ if ((skipped > 0)); then
 	echo "  skipped tests (reasons above and in $log):"
 	grep -E '^[[:space:]]*--- SKIP:' "$log" | sed 's/^[[:space:]]*/    /'
 fi
-if [[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]; then
+if [[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok && $wmill == ok ]]; then
 	echo "  result:   PASS"
 else
-	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc, examples/adapter $ext)"
+	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc, examples/adapter $ext, compat/watermill $wmill)"
 fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
-[[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]
+[[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok && $wmill == ok ]]

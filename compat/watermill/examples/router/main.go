@@ -51,15 +51,15 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := run(ctx, broker, "router-"+relay.NewID()[24:], *n, os.Stdout); err != nil {
+	if err := run(ctx, broker, "router-"+relay.NewID()[24:], *n, os.Stdout, os.Stderr); err != nil {
 		log.Fatal(err)
 	}
 }
 
 // run publishes n words to a fresh pair of topics (suffix makes them
 // unique) of the relay backend at broker and runs the router until all n
-// were printed to out.
-func run(ctx context.Context, broker, suffix string, n int, out io.Writer) error {
+// were printed to out; the router logs warnings and errors to logs.
+func run(ctx context.Context, broker, suffix string, n int, out, logs io.Writer) error {
 	pub, sub, err := open(ctx, broker)
 	if err != nil {
 		return err
@@ -73,7 +73,7 @@ func run(ctx context.Context, broker, suffix string, n int, out io.Writer) error
 		}
 	}
 
-	logger := watermill.NewSlogLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	logger := watermill.NewSlogLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, logger)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func TestRouterExample(t *testing.T) {
 			defer cancel()
 			var out bytes.Buffer
 			const n = 12
-			if err := run(ctx, broker(t), relay.NewID()[24:], n, &out); err != nil {
+			if err := run(ctx, broker(t), relay.NewID()[24:], n, &out, io.Discard); err != nil {
 				t.Fatal(err)
 			}
 			var words []string
