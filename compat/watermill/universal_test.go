@@ -2,12 +2,16 @@ package watermill_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/amqp"
@@ -52,11 +56,41 @@ func features(caps relay.Capabilities) tests.Features {
 	}
 }
 
+// names records the topics and groups a run of the suite used, for
+// deleting them from the shared brokers afterwards.
+type names struct {
+	mu             sync.Mutex
+	topics, groups []string
+}
+
+func (n *names) add(list *[]string, v string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	*list = append(*list, v)
+}
+
+// topicVariants are the names the suite derives from a generated topic.
+func (n *names) topicVariants() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var all []string
+	for _, t := range n.topics {
+		all = append(all, t, t+"-1", t+"-2")
+		for i := 0; i < 20; i++ {
+			all = append(all, fmt.Sprintf("%s-%d", t, i))
+		}
+	}
+	return all
+}
+
 // runUniversal runs Watermill's universal Pub/Sub tests against the relay
-// backend at base, through NewPublisher and NewSubscriber.
-func runUniversal(t *testing.T, base string) {
+// backend at base, through NewPublisher and NewSubscriber, and returns the
+// names it used.
+func runUniversal(t *testing.T, base string) *names {
 	ctx := context.Background()
+	used := &names{}
 	open := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
+		used.add(&used.groups, group)
 		p, err := relay.OpenPublisher(ctx, base)
 		if err != nil {
 			t.Fatalf("OpenPublisher(%s): %v", relay.Redact(base), err)
@@ -80,6 +114,12 @@ func runUniversal(t *testing.T, base string) {
 	caps := p.(relay.CapabilityReporter).Capabilities()
 	_ = p.Close()
 	f := features(caps)
+	generate := f.GenerateTopicFunc
+	f.GenerateTopicFunc = func(tctx tests.TestContext) string {
+		topic := generate(tctx)
+		used.add(&used.topics, topic)
+		return topic
+	}
 	t.Logf("Watermill features for %s: %+v", caps.Backend, f)
 	// One group for the suite's plain constructor: its subscribers of one
 	// topic are competing consumers, as the suite expects.
@@ -88,6 +128,7 @@ func runUniversal(t *testing.T, base string) {
 		func(t *testing.T) (message.Publisher, message.Subscriber) { return open(t, plain) },
 		func(t *testing.T, group string) (message.Publisher, message.Subscriber) { return open(t, group) },
 	)
+	return used
 }
 
 func withQuery(t testing.TB, raw, k, v string) string {
@@ -106,9 +147,57 @@ func TestUniversalMemory(t *testing.T) {
 }
 
 func TestUniversalRedis(t *testing.T) {
-	runUniversal(t, withQuery(t, testenv.Redis(t), "inflight", "8"))
+	raw := testenv.Redis(t)
+	// Every stream of the run under one prefix, deleted when it ends.
+	prefix := "wmtest:" + relay.NewID()[24:] + ":"
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opts)
+	// t.Cleanup, not defer: the suite's tests are parallel subtests,
+	// which run after this function returned.
+	t.Cleanup(func() {
+		defer rc.Close()
+		ctx := context.Background()
+		keys, err := rc.Keys(ctx, prefix+"*").Result()
+		if err == nil && len(keys) > 0 {
+			err = rc.Del(ctx, keys...).Err()
+		}
+		if err != nil {
+			t.Errorf("deleting the run's streams: %v", err)
+		}
+	})
+	runUniversal(t, withQuery(t, withQuery(t, raw, "prefix", prefix), "inflight", "8"))
 }
 
 func TestUniversalAMQP(t *testing.T) {
-	runUniversal(t, withQuery(t, testenv.AMQP(t), "inflight", "8"))
+	raw := testenv.AMQP(t)
+	used := runUniversal(t, withQuery(t, raw, "inflight", "8"))
+	// Once the suite's parallel subtests are done, delete the run's
+	// exchanges (one per topic) and queues (one per topic and group);
+	// deleting a name that does not exist is a no-op.
+	t.Cleanup(func() { deleteAMQP(t, raw, used) })
+}
+
+func deleteAMQP(t *testing.T, raw string, used *names) {
+	conn, err := amqp091.Dial(raw)
+	if err != nil {
+		t.Fatalf("deleting the run's queues: %v", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("deleting the run's queues: %v", err)
+	}
+	for _, topic := range used.topicVariants() {
+		for _, g := range used.groups {
+			if _, err := ch.QueueDelete(topic+"."+g, false, false, false); err != nil {
+				t.Fatalf("deleting queue %s.%s: %v", topic, g, err)
+			}
+		}
+		if err := ch.ExchangeDelete(topic, false, false); err != nil {
+			t.Fatalf("deleting exchange %s: %v", topic, err)
+		}
+	}
 }

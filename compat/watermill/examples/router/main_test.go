@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
@@ -32,7 +34,9 @@ func TestRouterExample(t *testing.T) {
 			defer cancel()
 			var out bytes.Buffer
 			const n = 12
-			if err := run(ctx, broker(t), relay.NewID()[24:], n, &out, io.Discard); err != nil {
+			url, suffix := broker(t), relay.NewID()[24:]
+			defer cleanup(t, url, "words-router-"+suffix, "shouted-router-"+suffix)
+			if err := run(ctx, url, "router-"+suffix, n, &out, io.Discard); err != nil {
 				t.Fatal(err)
 			}
 			var words []string
@@ -52,5 +56,41 @@ func TestRouterExample(t *testing.T) {
 				t.Errorf("printed %v, want %v", words, want)
 			}
 		})
+	}
+}
+
+// cleanup deletes the example's topics from a shared broker: the streams
+// on Redis, the exchanges and the group's queues on RabbitMQ.
+func cleanup(t *testing.T, raw string, topics ...string) {
+	ctx := context.Background()
+	switch {
+	case strings.HasPrefix(raw, "redis://"):
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := redis.NewClient(opts)
+		defer rc.Close()
+		if err := rc.Del(ctx, topics...).Err(); err != nil {
+			t.Errorf("deleting the example's streams: %v", err)
+		}
+	case strings.HasPrefix(raw, "amqp://"):
+		conn, err := amqp091.Dial(raw)
+		if err != nil {
+			t.Fatalf("deleting the example's queues: %v", err)
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatalf("deleting the example's queues: %v", err)
+		}
+		for _, topic := range topics {
+			if _, err := ch.QueueDelete(topic+".router-example", false, false, false); err != nil {
+				t.Errorf("deleting queue %s: %v", topic, err)
+			}
+			if err := ch.ExchangeDelete(topic, false, false); err != nil {
+				t.Errorf("deleting exchange %s: %v", topic, err)
+			}
+		}
 	}
 }
