@@ -249,8 +249,8 @@ set -e
 # compat/watermill is a module of its own too (relay <-> Watermill, so that
 # this module does not depend on Watermill): vet, tidy and test it the same
 # way. Its tests run Watermill's universal Pub/Sub tests against mem://,
-# redis:// and amqp:// and the conformance suite against Watermill's
-# GoChannel (about 30s).
+# redis://, amqp:// and kafka:// (kfake) and the conformance suite against
+# Watermill's GoChannel (about 40s).
 say "compat/watermill: go vet, go mod tidy -diff, go test -race"
 wmill=ok
 (cd compat/watermill && go vet ./...) || wmill=FAILED

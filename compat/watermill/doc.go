@@ -72,7 +72,7 @@
 // Ownership: each wrapper owns what it wraps; its Close closes it.
 //
 // The module's tests run Watermill's universal Pub/Sub tests
-// (pubsub/tests.TestPubSub) against mem://, redis:// and amqp:// through
+// (pubsub/tests.TestPubSub) against mem://, redis://, amqp:// and kafka:// through
 // NewPublisher and NewSubscriber, and relay's conformance suite
 // (adapters/adaptertest) against Watermill's GoChannel registered as
 // watermill+gochannel-test://. See docs/watermill.md.
