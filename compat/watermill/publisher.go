@@ -40,7 +40,9 @@ func (p *Publisher) Relay() relay.Publisher { return p.p }
 // Context starts a new call. Publishing stops at the first call that
 // fails, so the messages after it are not sent, as Watermill's contract
 // allows; the error says how many were accepted before it. Publish
-// blocks until the broker answered or the messages' context ended.
+// blocks until the broker answered or the messages' context ended. A
+// message delivered by a Subscriber carries its delivery's context, done
+// once it is settled: publish a copy (message.Copy) of one already acked.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	accepted := 0
 	for start := 0; start < len(msgs); {
