@@ -35,6 +35,7 @@
 //	NackAfter(d)               NackAfter(m, d) here, or Options.NackDelay; under relay: emulated
 //	Attempt()                  Attempt(m) here; under relay: counted in process
 //	Topic(), Context()         RelayMessage(m).Topic(); m.Context() is the relay message's
+//	(a ctx-only handler)       RelayMessageFromContext(ctx), e.g. in a CQRS handler
 //	Provisioner.Provision      SubscribeInitializer.SubscribeInitialize
 //	Publish(ctx, ...)          Publish(topic, ...): each message's Context bounds it
 //

@@ -77,7 +77,14 @@ func RelayMessage(m *message.Message) *relay.Message {
 	if m == nil {
 		return nil
 	}
-	rm, _ := m.Context().Value(relayMessageKey{}).(*relay.Message)
+	return RelayMessageFromContext(m.Context())
+}
+
+// RelayMessageFromContext returns the relay message behind the Watermill
+// message whose Context ctx is or derives from (a CQRS handler's ctx, for
+// one), or nil when there is none.
+func RelayMessageFromContext(ctx context.Context) *relay.Message {
+	rm, _ := ctx.Value(relayMessageKey{}).(*relay.Message)
 	return rm
 }
 
