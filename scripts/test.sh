@@ -15,7 +15,8 @@
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
 #    instead of skipping; then the same (and `go mod tidy -diff`) in the
-#    separate modules examples/adapter and cloudevents/sdkinterop, whose
+#    separate modules examples/adapter, cloudevents/sdkinterop and
+#    compat/watermill, whose
 #    failure fails the run too.
 #
 # Kafka and SQS/SNS tests run against in-process fakes unless
@@ -278,6 +279,22 @@ for mod in examples/adapter cloudevents/sdkinterop; do
 	set -e
 done
 
+# compat/watermill is a module of its own too (relay <-> Watermill, so that
+# this module does not depend on Watermill): vet, tidy and test it the same
+# way. Its tests run Watermill's universal Pub/Sub tests against mem://,
+# redis://, amqp:// and kafka:// (kfake) and the conformance suite against
+# Watermill's GoChannel (about 40s).
+say "compat/watermill: go vet, go mod tidy -diff, go test -race"
+wmill=ok
+(cd compat/watermill && go vet ./...) || wmill=FAILED
+(cd compat/watermill && go mod tidy -diff) || wmill=FAILED
+set +e
+(cd compat/watermill && go test -race -count=1 -timeout 10m -v ./... 2>&1) |
+	tee -a "$log" |
+	grep --line-buffered -Ev '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS:|PASS$)|^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8} |^(publishing message|restarting server|server restarted)$'
+[[ ${PIPESTATUS[0]} == 0 ]] || wmill=FAILED
+set -e
+
 count() { grep -Ec "$1" "$log" || true; }
 passed=$(count '^[[:space:]]*--- PASS:')
 failed=$(count '^[[:space:]]*--- FAIL:')
@@ -291,6 +308,7 @@ echo "  go vet:   $vet"
 echo "  go.mod:   tidy $tidy"
 echo "  packages: $pkg_ok ok, $pkg_fail failed"
 echo "  examples/adapter, cloudevents/sdkinterop: $ext"
+echo "  compat/watermill: $wmill"
 if ((pkg_fail > 0)); then
 	grep -E '^FAIL[[:space:]]' "$log" | sed 's/^/    /'
 fi
@@ -298,10 +316,10 @@ if ((skipped > 0)); then
 	echo "  skipped tests (reasons above and in $log):"
 	grep -E '^[[:space:]]*--- SKIP:' "$log" | sed 's/^[[:space:]]*/    /'
 fi
-if [[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]; then
+if [[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok && $wmill == ok ]]; then
 	echo "  result:   PASS"
 else
-	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc, separate modules $ext)"
+	echo "  result:   FAIL (go vet $vet, go mod tidy $tidy, go test exit $test_rc, separate modules $ext, compat/watermill $wmill)"
 fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
-[[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok ]]
+[[ $vet == ok && $tidy == ok && $test_rc == 0 && $ext == ok && $wmill == ok ]]

@@ -202,6 +202,7 @@ func closedChannelAcked(t *testing.T, e *env) {
 // gets it, and gets acked messages again only where the backend declares
 // AckedAfterUnsettledRedelivered (then exactly those acked after it).
 func closedChannelUnsettled(t *testing.T, e *env) {
+	e.needRedelivery(t)
 	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
 	pub := e.pub(t)
 	s1 := e.sub(t, group)
@@ -264,6 +265,7 @@ func closedChannelUnsettled(t *testing.T, e *env) {
 // ended, comes back to the group; with a native delay not before the
 // delay, with an emulated one at any time.
 func nackAfterAcrossEnd(t *testing.T, e *env) {
+	e.needRedelivery(t)
 	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
 	pub := e.pub(t)
 	s1 := e.sub(t, group)

@@ -81,6 +81,17 @@ type Harness struct {
 	// (e.g. sqs://, where the queue itself is the one group of competing
 	// consumers): the fan-out check is skipped with it.
 	NoGroups string
+	// NoRedeliveryAfterEnd, when non-empty, is the reason the backend
+	// cannot hand the messages a subscription left unsettled to a later
+	// subscription of the group (e.g. Watermill's GoChannel, which drops
+	// them): RedeliveryAfterClose, RedeliveryAfterCancel,
+	// ClosedChannelUnsettled and NackAfterAcrossEnd are skipped with it,
+	// and Settlement stops before its release step.
+	NoRedeliveryAfterEnd string
+	// NoCompetingConsumers, when non-empty, is the reason two subscribers
+	// of one group cannot share the messages (e.g. every subscription
+	// receives every message): CompetingConsumers is skipped with it.
+	NoCompetingConsumers string
 	// IgnoreGoroutines lists goroutines the client library legitimately
 	// leaves running after Close (e.g. a shared idle-connection reaper).
 	IgnoreGoroutines []goleak.Option

@@ -72,6 +72,7 @@ func holdUnacked(t *testing.T, e *env, ch <-chan *relay.Message, n int) []*relay
 }
 
 func redeliveryAfterClose(t *testing.T, e *env) {
+	e.needRedelivery(t)
 	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
 	pub := e.pub(t)
 	s1 := e.h.NewSubscriber(t, group)
@@ -99,6 +100,7 @@ func redeliveryAfterClose(t *testing.T, e *env) {
 }
 
 func redeliveryAfterCancel(t *testing.T, e *env) {
+	e.needRedelivery(t)
 	topic, group := e.h.NewTopic(t), e.h.NewGroup(t)
 	pub := e.pub(t)
 	sub := e.sub(t, group)

@@ -166,3 +166,12 @@ func expectClosed(t *testing.T, ch <-chan *relay.Message, what string, within ti
 		}
 	}
 }
+
+// needRedelivery skips t when the harness declares that the backend does
+// not redeliver what a subscription left unsettled.
+func (e *env) needRedelivery(t *testing.T) {
+	t.Helper()
+	if e.h.NoRedeliveryAfterEnd != "" {
+		t.Skipf("SKIP: backend %q does not redeliver after a subscription ended: %s", e.caps.Backend, e.h.NoRedeliveryAfterEnd)
+	}
+}
