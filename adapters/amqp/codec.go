@@ -47,8 +47,8 @@ const (
 	// interoperate with plain AMQP clients.
 	MetaCorrelationID = relay.MetaCorrelationID
 	MetaReplyTo       = relay.MetaReplyTo
-	MetaType            = "amqp-type"
-	MetaAppID           = "amqp-app-id"
+	MetaType          = "amqp-type"
+	MetaAppID         = "amqp-app-id"
 )
 
 // Metadata keys set on delivery from properties that relay does not
