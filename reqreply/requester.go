@@ -282,7 +282,7 @@ func (r *Requester) remove() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := tr.RemoveTopic(ctx, r.replyTo); err != nil {
+	if err := tr.RemoveTopic(ctx, r.replyTo); err != nil && !errors.Is(err, relay.ErrNotSupported) {
 		return fmt.Errorf("relay/reqreply: removing reply topic %q: %w", r.replyTo, err)
 	}
 	return nil

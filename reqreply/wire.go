@@ -64,7 +64,9 @@ type DirectReplier interface {
 // the subscriber's group state for it from the broker (the stream, queue,
 // topic or rows). The Requester calls it on Close for its reply topic.
 // RemoveTopic is idempotent: removing a topic that does not exist is not
-// an error. It must not be called while a subscription to topic is active.
+// an error; relay.ErrNotSupported means the backend keeps it. It must not
+// be called while a subscription to topic is active. Every subscriber of
+// this module's adapters implements it (driver.Subscriber.RemoveTopic).
 type TopicRemover interface {
 	RemoveTopic(ctx context.Context, topic string) error
 }

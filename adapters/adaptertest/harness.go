@@ -81,6 +81,10 @@ type Harness struct {
 	// (e.g. sqs://, where the queue itself is the one group of competing
 	// consumers): the fan-out check is skipped with it.
 	NoGroups string
+	// TopicExists, when set, tells whether topic is still on the broker;
+	// RunRequestReply uses it to check that a requester's Close removed its
+	// reply topic.
+	TopicExists func(t testing.TB, topic string) bool
 	// IgnoreGoroutines lists goroutines the client library legitimately
 	// leaves running after Close (e.g. a shared idle-connection reaper).
 	IgnoreGoroutines []goleak.Option

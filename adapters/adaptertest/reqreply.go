@@ -137,6 +137,19 @@ func rrConcurrent(t *testing.T, e *env) {
 		t.Errorf("Stats %+v, want Sent=Answered=%d, InFlight=0, Late=0", st, n)
 	}
 	t.Logf("%d concurrent requests answered; reply topic %q; stats %+v", n, r.ReplyTopic(), st)
+	if topic := r.ReplyTopic(); topic != "" && e.h.TopicExists != nil {
+		if !e.h.TopicExists(t, topic) {
+			t.Errorf("reply topic %q not found on the broker while the requester is open", topic)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatalf("Requester.Close: %v", err)
+		}
+		if e.h.TopicExists(t, topic) {
+			t.Errorf("reply topic %q still on the broker after Close", topic)
+		} else {
+			t.Logf("Close removed reply topic %q", topic)
+		}
+	}
 }
 
 func rrNoServer(t *testing.T, e *env) {

@@ -28,5 +28,13 @@ func TestRequestReply(t *testing.T) {
 			}
 			return s
 		},
+		TopicExists: func(t testing.TB, topic string) bool {
+			var n int
+			err := rawPool(t).QueryRow(context.Background(), "SELECT count(*) FROM "+table("groups")+" WHERE topic = $1", topic).Scan(&n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		},
 	})
 }

@@ -28,5 +28,12 @@ func TestRequestReply(t *testing.T) {
 			}
 			return s
 		},
+		TopicExists: func(t testing.TB, topic string) bool {
+			n, err := rawClient(t).Exists(context.Background(), topic).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n == 1
+		},
 	})
 }
