@@ -88,7 +88,9 @@ func relayEcho(b *testing.B, pubURL, subURL func(group string) string) (*reqrepl
 	if err != nil {
 		b.Fatal(err)
 	}
-	echo := func(_ context.Context, m *relay.Message) (*relay.Message, error) { return &relay.Message{Payload: m.Payload}, nil }
+	echo := func(_ context.Context, m *relay.Message) (*relay.Message, error) {
+		return &relay.Message{Payload: m.Payload}, nil
+	}
 	if err := rt.AddHandler("echo", srv, topic, reqreply.Handler(pub, echo), router.WithConcurrency(64)); err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package reqreply_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,18 @@ import (
 	"github.com/go-relay/relay/reqreply"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// childMain, when set (by the faults build), runs instead of the tests in
+// a re-executed test binary whose environment has childEnv.
+var childMain func() int
+
+const childEnv = "RELAY_REQREPLY_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" && childMain != nil {
+		os.Exit(childMain())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // removeRecorder records the topics a requester removes.
 type removeRecorder struct {

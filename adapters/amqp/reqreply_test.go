@@ -175,3 +175,31 @@ func TestReplyToGoneRequester(t *testing.T) {
 		t.Fatalf("Publish to a gone requester's address = %v, want nil", err)
 	}
 }
+
+// TestRemoveTopic: RemoveTopic deletes the group's queue and the unused
+// exchange, and is idempotent.
+func TestRemoveTopic(t *testing.T) {
+	topic, group := unique("rr-remove"), unique("g")
+	sub, err := relay.OpenSubscriber(context.Background(), brokerURL(t)+"?group="+group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := sub.(relay.Provisioner).Provision(context.Background(), topic); err != nil {
+		t.Fatal(err)
+	}
+	remover := sub.(reqreply.TopicRemover)
+	for i := 0; i < 2; i++ {
+		if err := remover.RemoveTopic(context.Background(), topic); err != nil {
+			t.Fatalf("RemoveTopic #%d: %v", i+1, err)
+		}
+	}
+	ch := rrRawChannel(t)
+	if _, err := ch.QueueDeclarePassive(topic+"."+group, true, false, false, false, nil); err == nil {
+		t.Errorf("queue %s.%s still exists", topic, group)
+	}
+	ch = rrRawChannel(t)
+	if err := ch.ExchangeDeclarePassive(topic, "fanout", true, false, false, false, nil); err == nil {
+		t.Errorf("exchange %s still exists", topic)
+	}
+}

@@ -100,6 +100,15 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 			return nil, err
 		}
 	}
+	// The service topic is this run's only: remove it (queue, stream,
+	// rows...) on the way out, once the router has stopped.
+	if tr, ok := srvSub.(reqreply.TopicRemover); ok {
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = tr.RemoveTopic(rctx, topic)
+		}()
+	}
 	rt, err := router.New(router.Config{})
 	if err != nil {
 		return nil, err
