@@ -154,43 +154,62 @@ func BenchmarkRedis(b *testing.B) {
 }
 
 // BenchmarkAMQP compares relay's request/reply on amqp:// (direct
-// reply-to, requests confirmed, persistent and mandatory) with a plain
-// amqp091-go loop (direct reply-to, no confirms), run one after the other
-// for each in-flight count in every -count round; the raw sub-benchmark
-// reports relay's rate as a fraction of its own (relay/raw).
+// reply-to; requests persistent, mandatory and confirmed into a durable
+// queue; replies confirmed; requests acked by the server after the reply)
+// with two loops written with amqp091-go alone, both on direct reply-to:
+// "raw" (transient requests to an exclusive queue, no confirms, auto-ack)
+// and "raw-confirmed" (relay's guarantees: persistent requests to a durable
+// queue with confirms, confirmed replies, manual acks). The three run one
+// after the other for each in-flight count, amqpRounds times, and each raw
+// sub-benchmark reports relay's rate of the same round as a fraction of
+// its own (relay/raw).
 func BenchmarkAMQP(b *testing.B) {
 	base := testenv.AMQP(b)
 	r, topic := relayEcho(b, group(base), group(base))
-	raw := newRawAMQP(b, base)
+	raw := newRawAMQP(b, base, false)
+	confirmed := newRawAMQP(b, base, true)
 	payload := []byte("ping")
-	for _, n := range []int{1, 64} {
-		var relayRate float64
-		b.Run(fmt.Sprintf("relay/inflight=%d", n), func(b *testing.B) {
-			relayRate = roundTrips(b, n, func(ctx context.Context, _ int) error {
-				_, err := r.Request(ctx, topic, relay.NewMessage(payload))
-				return err
+	for round := 0; round < amqpRounds; round++ {
+		for _, n := range []int{1, 64} {
+			var relayRate float64
+			b.Run(fmt.Sprintf("relay/inflight=%d", n), func(b *testing.B) {
+				relayRate = roundTrips(b, n, func(ctx context.Context, _ int) error {
+					_, err := r.Request(ctx, topic, relay.NewMessage(payload))
+					return err
+				})
 			})
-		})
-		b.Run(fmt.Sprintf("raw/inflight=%d", n), func(b *testing.B) {
-			rawRate := roundTrips(b, n, func(ctx context.Context, i int) error { return raw.request(ctx, payload) })
-			if relayRate > 0 {
-				b.ReportMetric(relayRate/rawRate, "relay/raw")
+			for _, rw := range []*rawAMQP{raw, confirmed} {
+				b.Run(fmt.Sprintf("%s/inflight=%d", rw.name, n), func(b *testing.B) {
+					rawRate := roundTrips(b, n, func(ctx context.Context, i int) error { return rw.request(ctx, payload) })
+					if relayRate > 0 {
+						b.ReportMetric(relayRate/rawRate, "relay/raw")
+					}
+				})
 			}
-		})
+		}
 	}
 }
 
+// amqpRounds is how many times BenchmarkAMQP runs each of its
+// sub-benchmarks, interleaved.
+const amqpRounds = 3
+
 // rawAMQP is a request/reply pair written with amqp091-go alone: a server
-// consuming a queue and publishing to reply_to, a client on direct reply-to.
+// consuming a queue and publishing to reply_to, a client on direct
+// reply-to. With confirmed, requests are persistent and confirmed into a
+// durable queue, replies are confirmed and the server acks a request after
+// its reply was confirmed.
 type rawAMQP struct {
-	mu      sync.Mutex // guards ch's publishes and pending
-	ch      *amqp091.Channel
-	queue   string
-	pending map[string]chan struct{}
-	seq     atomic.Uint64
+	name      string
+	confirmed bool
+	mu        sync.Mutex // guards pending
+	ch        *amqp091.Channel
+	queue     string
+	pending   map[string]chan struct{}
+	seq       atomic.Uint64
 }
 
-func newRawAMQP(b *testing.B, u string) *rawAMQP {
+func newRawAMQP(b *testing.B, u string, confirmed bool) *rawAMQP {
 	b.Helper()
 	conn, err := amqp091.Dial(u)
 	if err != nil {
@@ -200,34 +219,62 @@ func newRawAMQP(b *testing.B, u string) *rawAMQP {
 	if err != nil {
 		b.Fatal(err)
 	}
-	q, err := srvCh.QueueDeclare("", false, true, true, false, nil)
+	r := &rawAMQP{name: "raw", confirmed: confirmed, pending: map[string]chan struct{}{}}
+	name, durable, exclusive := "", false, true
+	if confirmed {
+		r.name = "raw-confirmed"
+		name, durable, exclusive = "rr-bench-raw-"+relay.NewID()[24:], true, false
+		if err := srvCh.Confirm(false); err != nil {
+			b.Fatal(err)
+		}
+		if err := srvCh.Qos(64, 0, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	q, err := srvCh.QueueDeclare(name, durable, !durable, exclusive, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	reqs, err := srvCh.Consume(q.Name, "", true, true, false, false, nil)
+	r.queue = q.Name
+	reqs, err := srvCh.Consume(q.Name, "", !confirmed, false, false, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var srvDone sync.WaitGroup
-	srvDone.Add(1)
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer srvDone.Done()
+		defer wg.Done()
 		for d := range reqs {
-			_ = srvCh.Publish("", d.ReplyTo, false, false, amqp091.Publishing{CorrelationId: d.CorrelationId, Body: d.Body})
+			reply := amqp091.Publishing{CorrelationId: d.CorrelationId, Body: d.Body}
+			if !confirmed {
+				_ = srvCh.Publish("", d.ReplyTo, false, false, reply)
+				continue
+			}
+			go func() {
+				dc, err := srvCh.PublishWithDeferredConfirm("", d.ReplyTo, false, false, reply)
+				if err == nil {
+					dc.Wait()
+				}
+				_ = d.Ack(false)
+			}()
 		}
 	}()
-	cliCh, err := conn.Channel()
+	r.ch, err = conn.Channel()
 	if err != nil {
 		b.Fatal(err)
 	}
-	replies, err := cliCh.Consume(amqp.DirectReplyTo, "", true, false, false, false, nil)
+	if confirmed {
+		if err := r.ch.Confirm(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	replies, err := r.ch.Consume(amqp.DirectReplyTo, "", true, false, false, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &rawAMQP{ch: cliCh, queue: q.Name, pending: map[string]chan struct{}{}}
-	srvDone.Add(1)
+	wg.Add(1)
 	go func() {
-		defer srvDone.Done()
+		defer wg.Done()
 		for d := range replies {
 			r.mu.Lock()
 			if c, ok := r.pending[d.CorrelationId]; ok {
@@ -238,8 +285,11 @@ func newRawAMQP(b *testing.B, u string) *rawAMQP {
 		}
 	}()
 	b.Cleanup(func() {
+		if confirmed {
+			_, _ = srvCh.QueueDelete(q.Name, false, false, false)
+		}
 		_ = conn.Close()
-		srvDone.Wait()
+		wg.Wait()
 	})
 	return r
 }
@@ -249,10 +299,21 @@ func (r *rawAMQP) request(ctx context.Context, body []byte) error {
 	c := make(chan struct{})
 	r.mu.Lock()
 	r.pending[corr] = c
-	err := r.ch.Publish("", r.queue, false, false, amqp091.Publishing{ReplyTo: amqp.DirectReplyTo, CorrelationId: corr, Body: body})
 	r.mu.Unlock()
-	if err != nil {
-		return err
+	p := amqp091.Publishing{ReplyTo: amqp.DirectReplyTo, CorrelationId: corr, Body: body}
+	if !r.confirmed {
+		if err := r.ch.PublishWithContext(ctx, "", r.queue, false, false, p); err != nil {
+			return err
+		}
+	} else {
+		p.DeliveryMode = amqp091.Persistent
+		dc, err := r.ch.PublishWithDeferredConfirmWithContext(ctx, "", r.queue, true, false, p)
+		if err != nil {
+			return err
+		}
+		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+			return fmt.Errorf("raw request not confirmed: %v", err)
+		}
 	}
 	select {
 	case <-c:
