@@ -203,3 +203,24 @@ func TestRemoveTopic(t *testing.T) {
 		t.Errorf("exchange %s still exists", topic)
 	}
 }
+
+// TestRequestNoQueue: on amqp:// a request to a topic that no group's
+// queue is bound to fails at once with ErrUnroutable (mandatory publish)
+// instead of waiting for its deadline, and leaves nothing pending.
+func TestRequestNoQueue(t *testing.T) {
+	c := newCleaner(t)
+	topic := unique("rr-no-queue")
+	c.topic(topic)
+	r, err := reqreply.NewRequester(context.Background(), rrPub(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.Request(context.Background(), topic, relay.NewMessage([]byte("x")))
+	if !errors.Is(err, amqp.ErrUnroutable) {
+		t.Fatalf("Request to a topic without queue = %v, want ErrUnroutable", err)
+	}
+	if st := r.Stats(); st.InFlight != 0 || st.Sent != 0 {
+		t.Errorf("Stats %+v, want nothing sent or pending", st)
+	}
+}
