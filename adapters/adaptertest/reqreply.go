@@ -106,7 +106,7 @@ func rrConcurrent(t *testing.T, e *env) {
 	r := rrRequester(t, e)
 	const n = 64
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	errs := make(chan error, 2*n) // at most two per request
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
