@@ -11,6 +11,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/internal/testenv"
 	"github.com/go-relay/relay/reqreply"
 	"github.com/go-relay/relay/router"
 )
@@ -222,5 +223,64 @@ func TestRequestNoQueue(t *testing.T) {
 	}
 	if st := r.Stats(); st.InFlight != 0 || st.Sent != 0 {
 		t.Errorf("Stats %+v, want nothing sent or pending", st)
+	}
+}
+
+// TestDirectReplyReconnect: after the requester's connection is cut, the
+// next request opens a new direct reply-to channel on the new connection
+// and is answered.
+func TestDirectReplyReconnect(t *testing.T) {
+	c := newCleaner(t)
+	topic, group := unique("rr-reconnect"), unique("srv")
+	c.pair(topic, group)
+	sub, err := relay.OpenSubscriber(context.Background(), brokerURL(t)+"?group="+group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := sub.(relay.Provisioner).Provision(context.Background(), topic); err != nil {
+		t.Fatal(err)
+	}
+	srvPub := rrPub(t)
+	rt, err := router.New(router.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.AddHandler("srv", sub, topic, reqreply.Handler(srvPub, func(_ context.Context, req *relay.Message) (*relay.Message, error) {
+		return &relay.Message{Payload: req.Payload}, nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(context.Background()) }()
+	defer func() { _ = rt.Close(); <-done }()
+	<-rt.Running()
+
+	proxied, proxy := testenv.ProxyURL(t, brokerURL(t))
+	p, err := relay.OpenPublisher(context.Background(), proxied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	r, err := reqreply.NewRequester(context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ask := func(what string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rep, err := r.Request(ctx, topic, relay.NewMessage([]byte(what)))
+		if err != nil || string(rep.Payload) != what {
+			t.Fatalf("Request(%q) = %v, %v", what, rep, err)
+		}
+	}
+	ask("before")
+	proxy.Cut()
+	proxy.Uncut()
+	ask("after") // Publish waits for the reconnect, then a new channel
+	if st := r.Stats(); st.Answered != 2 || st.InFlight != 0 {
+		t.Errorf("Stats %+v, want Answered=2 InFlight=0", st)
 	}
 }
