@@ -17,7 +17,7 @@
 //     check), relay.HealthChecker.
 //   - SubscribeDriver: Subscribe starts one Receiver per (topic, group)
 //     subscription. Optional: ProvisionDriver, LagDriver,
-//     relay.HealthChecker.
+//     RemoveTopicDriver, relay.HealthChecker.
 //   - Receiver: Receive returns between 1 and max messages (blocking until
 //     it has some or ctx is done), Settle applies a batch of acks and
 //     nacks, Release hands unsettled messages back to the group at once,

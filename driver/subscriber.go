@@ -91,6 +91,13 @@ type ProvisionDriver interface {
 	Provision(ctx context.Context, topic string) error
 }
 
+// RemoveTopicDriver is optionally implemented by a SubscribeDriver that can
+// delete a topic and the subscriber's group state for it from the broker;
+// see Subscriber.RemoveTopic.
+type RemoveTopicDriver interface {
+	RemoveTopic(ctx context.Context, topic string) error
+}
+
 // LagDriver is optionally implemented by a SubscribeDriver; see
 // relay.LagReporter.
 type LagDriver interface {
@@ -171,6 +178,25 @@ func (s *Subscriber) Provision(ctx context.Context, topic string) error {
 		return relay.ErrNotSupported
 	}
 	return p.Provision(ctx, topic)
+}
+
+// RemoveTopic deletes topic and the subscriber's group state for it from
+// the broker (package reqreply removes its reply topics with it);
+// ErrNotSupported if the driver cannot. It is idempotent (a missing topic
+// is not an error) and must not be called while topic is subscribed: every
+// group's messages of topic are gone, not only this subscriber's.
+func (s *Subscriber) RemoveTopic(ctx context.Context, topic string) error {
+	if s.isClosed() {
+		return relay.ErrClosed
+	}
+	if topic == "" {
+		return fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
+	}
+	r, ok := s.d.(RemoveTopicDriver)
+	if !ok {
+		return relay.ErrNotSupported
+	}
+	return r.RemoveTopic(ctx, topic)
 }
 
 // Lag implements relay.LagReporter; ErrNotSupported if the driver cannot

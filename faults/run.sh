@@ -29,10 +29,11 @@ results=$work/results.jsonl fuzz=$work/fuzz.jsonl log=${RELAY_FAULTS_LOG:-${TMPD
 start=$SECONDS
 
 # The scenarios of packages that keep their own fault tests (the PostgreSQL
-# inbox's SIGKILL test) run in the same go test call.
-echo "==> fault scenarios: go test -race -tags faults ./faults ./adapters/postgres/inbox (full output: $log)"
+# inbox's SIGKILL test, the request/reply server's SIGKILL test) run in the
+# same go test call.
+echo "==> fault scenarios: go test -race -tags faults ./faults ./adapters/postgres/inbox ./reqreply (full output: $log)"
 RELAY_FAULTS_RESULTS=$results go test -race -tags faults -count=1 -p 1 -timeout 14m -v \
-	${FAULTS_RUN:+-run "$FAULTS_RUN"} ./faults/ ./adapters/postgres/inbox/ >"$log" 2>&1
+	${FAULTS_RUN:+-run "$FAULTS_RUN"} ./faults/ ./adapters/postgres/inbox/ ./reqreply/ >"$log" 2>&1
 tests_rc=$?
 grep -E '^(--- |ok |FAIL|PASS)|RESULT' "$log" | sed 's/^ *//'
 tests_ok=true

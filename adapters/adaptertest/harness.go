@@ -92,6 +92,10 @@ type Harness struct {
 	// of one group cannot share the messages (e.g. every subscription
 	// receives every message): CompetingConsumers is skipped with it.
 	NoCompetingConsumers string
+	// TopicExists, when set, tells whether topic is still on the broker;
+	// RunRequestReply uses it to check that a requester's Close removed its
+	// reply topic.
+	TopicExists func(t testing.TB, topic string) bool
 	// IgnoreGoroutines lists goroutines the client library legitimately
 	// leaves running after Close (e.g. a shared idle-connection reaper).
 	IgnoreGoroutines []goleak.Option

@@ -42,10 +42,13 @@ const (
 const (
 	MetaContentType     = "amqp-content-type"
 	MetaContentEncoding = "amqp-content-encoding"
-	MetaCorrelationID   = "amqp-correlation-id"
-	MetaReplyTo         = "amqp-reply-to"
-	MetaType            = "amqp-type"
-	MetaAppID           = "amqp-app-id"
+	// MetaCorrelationID and MetaReplyTo are relay's portable request/reply
+	// keys (package reqreply), so that relay requesters and servers
+	// interoperate with plain AMQP clients.
+	MetaCorrelationID = relay.MetaCorrelationID
+	MetaReplyTo       = relay.MetaReplyTo
+	MetaType          = "amqp-type"
+	MetaAppID         = "amqp-app-id"
 )
 
 // Metadata keys set on delivery from properties that relay does not

@@ -150,7 +150,15 @@ func (d *pubDriver) discard(pc *pubChan) {
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
-func (d *pubDriver) ValidateTopic(topic string) error { return d.names.validatePublish(topic) }
+func (d *pubDriver) ValidateTopic(topic string) error {
+	if isReplyAddress(topic) {
+		if len(topic) > shortstrMax {
+			return fmt.Errorf("relay/amqp: direct reply-to address of %d bytes is over %d: %w", len(topic), shortstrMax, relay.ErrInvalidTopic)
+		}
+		return nil
+	}
+	return d.names.validatePublish(topic)
+}
 
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 	if err := validateMessage(m); err != nil {
@@ -195,7 +203,21 @@ func (d *pubDriver) forgetExchange(ex string) {
 
 // SendBatch implements driver.PublishDriver.
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
+	return d.sendBatch(ctx, topic, msgs, d.channel, "")
+}
+
+// sendBatch publishes msgs to topic on the channels that channel returns,
+// with the reply_to property set to replyTo when it is not "". A topic that
+// is a direct reply-to address goes to the default exchange with the
+// address as routing key; a reply that is unroutable there (its requester
+// is gone) counts as delivered: the broker drops it, as it would had the
+// requester closed a moment later.
+func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.Message, channel func(context.Context) (*pubChan, error), replyTo string) error {
 	ex := d.names.exchange(topic)
+	reply := isReplyAddress(topic)
+	if reply {
+		ex = ""
+	}
 	pending := make([]*relay.Message, len(msgs))
 	copy(pending, msgs)
 	var failed []relay.MessageFailure
@@ -214,7 +236,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 				return giveUp(fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr))
 			}
 		}
-		pc, err := d.channel(ctx)
+		pc, err := channel(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
 				return giveUp(err)
@@ -222,21 +244,33 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			lastErr = err
 			continue
 		}
-		if err := d.ensureExchange(ctx, pc, ex); err != nil {
-			if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
-				return giveUp(err)
+		if !reply {
+			if err := d.ensureExchange(ctx, pc, ex); err != nil {
+				if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
+					return giveUp(err)
+				}
+				lastErr = err
+				continue
 			}
-			lastErr = err
-			continue
 		}
 		res := pc.send(ctx, ex, len(pending), func(i int) (string, amqp091.Publishing) {
-			return pending[i].Key, encode(pending[i])
+			p := encode(pending[i])
+			if replyTo != "" {
+				p.ReplyTo = replyTo
+			}
+			if reply {
+				return topic, p
+			}
+			return pending[i].Key, p
 		})
 		var next []*relay.Message
 		for i, m := range pending {
 			switch res.status[i] {
 			case stOK:
 			case stUnroutable:
+				if reply {
+					continue
+				}
 				r := res.returns[i]
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
 					MessageID: m.ID, Topic: topic, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})

@@ -45,6 +45,7 @@ type sharedSubscriber interface {
 	relay.CapabilityReporter
 	relay.HealthChecker
 	relay.LagReporter
+	RemoveTopic(ctx context.Context, topic string) error
 }
 
 // State reports the connection state.

@@ -210,3 +210,35 @@ func (d *subDriver) ensureDLX(ctx context.Context, conn *amqp091.Connection, gen
 	d.mu.Unlock()
 	return nil
 }
+
+// RemoveTopic deletes the group's queue of topic with its delay queues,
+// and the topic's exchange unless another queue is still bound to it (the
+// other groups keep their queues). Idempotent.
+func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
+	if err := d.names.validateSubscribe(topic); err != nil {
+		return err
+	}
+	q, ex := d.names.queue(topic), d.names.exchange(topic)
+	ch, conn, _, err := d.sup.openChannel(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ch.Close() }()
+	err = d.sup.rpc(ctx, conn, func() error {
+		for k := 0; k <= maxDelayExp; k++ {
+			if _, err := ch.QueueDelete(delayQueue(q, k), false, false, false); err != nil {
+				return fmt.Errorf("relay/amqp: deleting delay queue %q: %w", delayQueue(q, k), err)
+			}
+		}
+		if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+			return fmt.Errorf("relay/amqp: deleting queue %q: %w", q, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Fails (closing the channel) while other queues are bound: they keep it.
+	_ = d.sup.rpc(ctx, conn, func() error { return ch.ExchangeDelete(ex, true, false) })
+	return nil
+}

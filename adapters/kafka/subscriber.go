@@ -304,3 +304,9 @@ func (d *subDriver) release(ctx context.Context, r *receiver) {
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// RemoveTopic deletes topic from the cluster (every group's records of it;
+// Kafka drops the groups' offsets of a deleted topic). Idempotent.
+func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
+	return d.topics.remove(ctx, topic)
+}

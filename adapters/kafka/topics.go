@@ -113,3 +113,21 @@ func (t *topicMaker) mustExist(ctx context.Context, topic string) error {
 	}
 	return nil
 }
+
+// remove deletes topic; a missing topic is not an error.
+func (t *topicMaker) remove(ctx context.Context, topic string) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	delete(t.known, topic)
+	t.mu.Unlock()
+	r, err := t.adm.DeleteTopic(ctx, topic)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("relay/kafka: deleting topic %q: %w", topic, err)
+	}
+	return nil
+}

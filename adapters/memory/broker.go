@@ -270,3 +270,21 @@ func (b *broker) lag(topicName, name string) int64 {
 	}
 	return int64(len(g.ready) + len(g.timers) + g.delivered)
 }
+
+// remove forgets topicName: its groups, their messages and its retained
+// messages. Pending NackAfter timers are stopped.
+func (b *broker) remove(topicName string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := b.topics[topicName]
+	if t == nil {
+		return
+	}
+	for _, g := range t.groups {
+		for e, tm := range g.timers {
+			tm.Stop()
+			delete(g.timers, e)
+		}
+	}
+	delete(b.topics, topicName)
+}

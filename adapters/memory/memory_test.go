@@ -16,9 +16,13 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestConformance(t *testing.T) {
-	const broker = "conformance"
-	adaptertest.Run(t, adaptertest.Harness{
+func TestConformance(t *testing.T) { adaptertest.Run(t, memHarness("conformance")) }
+
+// TestRequestReply runs the request/reply conformance checks on mem://.
+func TestRequestReply(t *testing.T) { adaptertest.RunRequestReply(t, memHarness("reqreply")) }
+
+func memHarness(broker string) adaptertest.Harness {
+	return adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), "mem://"+broker)
 			if err != nil {
@@ -36,7 +40,7 @@ func TestConformance(t *testing.T) {
 		PublisherURL:   "mem://" + broker,
 		SubscriberURL:  func(group string) string { return "mem://" + broker + "?group=" + group },
 		HungBrokerSkip: "mem:// is in process: there is no connection that could hang",
-	})
+	}
 }
 
 // max_bytes bounds a published message.

@@ -33,3 +33,10 @@ func (d *subDriver) Provision(_ context.Context, topic string) error {
 func (d *subDriver) Subscribe(_ context.Context, topic string) (driver.Receiver, error) {
 	return &receiver{b: d.b, g: d.b.groupFor(topic, d.group)}, nil
 }
+
+// RemoveTopic forgets topic in the broker: every group and message of it.
+// Idempotent.
+func (d *subDriver) RemoveTopic(_ context.Context, topic string) error {
+	d.b.remove(topic)
+	return nil
+}

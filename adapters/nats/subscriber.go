@@ -156,3 +156,31 @@ func (d *subDriver) Close() error {
 	}
 	return nil
 }
+
+// RemoveTopic deletes the topic's stream, or, when stream= names a shared
+// stream, the group's consumer and the topic's messages in it. Idempotent.
+func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
+	if err := validateTopic(topic); err != nil {
+		return err
+	}
+	defer d.streams.forget(topic)
+	if shared := d.streams.cfg.Stream; shared != "" {
+		err := d.js.DeleteConsumer(ctx, shared, d.consumerName(topic))
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("relay/nats: deleting consumer %q of stream %q: %w", d.consumerName(topic), shared, err)
+		}
+		s, err := d.js.Stream(ctx, shared)
+		if err != nil {
+			return fmt.Errorf("relay/nats: looking up stream %q: %w", shared, err)
+		}
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(topic)); err != nil {
+			return fmt.Errorf("relay/nats: purging subject %q of stream %q: %w", topic, shared, err)
+		}
+		return nil
+	}
+	name := StreamName(topic)
+	if err := d.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("relay/nats: deleting stream %q of topic %q: %w", name, topic, err)
+	}
+	return nil
+}

@@ -92,6 +92,7 @@ type queries struct {
 	release  string
 	lag      string
 	sweep    string
+	remove   string
 	listenOn string
 }
 
@@ -116,6 +117,10 @@ INSERT INTO S.deliveries (topic, group_name, message_id)
 SELECT $1, g.name, m.id FROM m, S.groups g WHERE g.topic = $1`),
 		notify: `SELECT pg_notify($1, $2)`,
 		group:  r.Replace(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		// Every group, delivery and message row of topic $1, in one statement.
+		remove: r.Replace(`WITH g AS (DELETE FROM S.groups WHERE topic = $1),
+d AS (DELETE FROM S.deliveries WHERE topic = $1)
+DELETE FROM S.messages WHERE topic = $1`),
 		// $1 topic, $2 group, $3 limit, $4 lease in microseconds, $5 holder.
 		// The locked rows are updated by ctid (a TID scan): joining on
 		// message_id lets the planner, with the statistics of tables that

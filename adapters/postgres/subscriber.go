@@ -108,3 +108,19 @@ func (d *subDriver) Close() error {
 	d.l.stop()
 	return nil
 }
+
+// RemoveTopic deletes every group, delivery and message row of topic.
+// Idempotent. A message published to topic afterwards is not stored (a
+// topic without groups keeps nothing).
+func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	if err := d.schema.ensure(ctx, d.pool, d.cfg.Schema); err != nil {
+		return err
+	}
+	if _, err := d.pool.Exec(ctx, d.q.remove, topic); err != nil {
+		return fmt.Errorf("relay/postgres: removing topic %q: %w", topic, err)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -106,4 +107,13 @@ func acquireConsumer(key, group, base string) (string, func()) {
 			consumers.Unlock()
 		}
 	}
+}
+
+// RemoveTopic deletes the topic's stream (every group and entry of it).
+// Idempotent.
+func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
+	if err := d.c.Del(ctx, d.cfg.Prefix+topic).Err(); err != nil {
+		return fmt.Errorf("relay/redis: deleting stream %q: %w", d.cfg.Prefix+topic, err)
+	}
+	return nil
 }

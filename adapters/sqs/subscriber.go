@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 )
@@ -126,4 +129,28 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		go r.poll()
 	}
 	return r, nil
+}
+
+// RemoveTopic deletes the queue of topic on sqs:// (idempotent). On
+// sns:// it returns relay.ErrNotSupported: the topic is shared by every
+// group, and a group's queue is left with its subscription.
+func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
+	if d.scheme == SchemeSNS {
+		return relay.ErrNotSupported
+	}
+	if err := validateName(d.scheme, topic, d.cfg.FIFO); err != nil {
+		return err
+	}
+	d.forget(topic)
+	out, err := d.topo.c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(topic)})
+	if err != nil {
+		if isQueueMissing(err) {
+			return nil
+		}
+		return fmt.Errorf("relay/sqs: finding queue %q: %w", topic, err)
+	}
+	if _, err := d.topo.c.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}); err != nil && !isQueueMissing(err) {
+		return fmt.Errorf("relay/sqs: deleting queue %q: %w", topic, err)
+	}
+	return nil
 }

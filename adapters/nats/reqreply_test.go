@@ -1,0 +1,14 @@
+package nats_test
+
+import (
+	"testing"
+
+	"github.com/go-relay/relay/adapters/adaptertest"
+)
+
+// TestRequestReply runs the request/reply conformance checks: the
+// requester uses a reply topic (a stream) of its own and removes it on
+// Close.
+func TestRequestReply(t *testing.T) {
+	adaptertest.RunRequestReply(t, harnessFor(t, natsURL(t)))
+}
