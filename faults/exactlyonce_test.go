@@ -41,7 +41,9 @@ func runExactlyOnceChild() int {
 		return fail(err)
 	}
 	r.Own(sub, pub)
-	forward := func(_ context.Context, m *relay.Message) ([]*relay.Message, error) { return []*relay.Message{m.Copy()}, nil }
+	forward := func(_ context.Context, m *relay.Message) ([]*relay.Message, error) {
+		return []*relay.Message{m.Copy()}, nil
+	}
 	if err := r.AddHandler("eo", sub, os.Getenv("RELAY_FAULTS_TOPIC"), forward, router.WithConcurrency(8),
 		router.WithGuarantee(relay.ExactlyOnce), router.WithOutput(pub, os.Getenv("RELAY_FAULTS_OUT"))); err != nil {
 		return fail(err)
