@@ -1,10 +1,14 @@
 package bridge_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
@@ -73,6 +77,33 @@ func TestExactlyOnceRoute(t *testing.T) {
 	}
 	if seen["end"] != 1 {
 		t.Errorf("read %d messages before the marker; want %d", len(got)-1, n)
+	}
+	// The route's copies were written in transactions (the marker not).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.TrimPrefix(k, "kafka://")), kgo.ConsumeTopics(out),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var txn, plain int
+	for txn+plain < n+1 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fs := cl.PollFetches(ctx)
+		err := ctx.Err()
+		cancel()
+		if err != nil {
+			t.Fatalf("raw read of %s: %d transactional, %d plain records: %v", out, txn, plain, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Attrs.IsTransactional() {
+				txn++
+			} else {
+				plain++
+			}
+		})
+	}
+	if txn != n || plain != 1 {
+		t.Fatalf("%s holds %d transactional and %d plain records; want %d and the marker", out, txn, plain, n)
 	}
 }
 

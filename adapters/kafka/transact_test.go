@@ -324,7 +324,14 @@ func TestExactlyOnceFencing(t *testing.T) {
 	}
 	sub2, pub2 := openPair(t, c, group, txid) // fences pair 1
 	_ = m.Ack()
-	for range ch1 { // the subscription ends on the failed commit
+	// The subscription ends on the failed commit.
+	for ended := false; !ended; {
+		select {
+		case _, ok := <-ch1:
+			ended = !ok
+		case <-time.After(30 * time.Second):
+			t.Fatal("the fenced pair's subscription did not end: its commit succeeded")
+		}
 	}
 	if err := sub1.(relay.HealthChecker).Health(); !errors.Is(err, kafka.ErrFenced) {
 		t.Fatalf("fenced pair's Health: %v; want ErrFenced", err)
