@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,5 +377,69 @@ func TestExactlyOnceConfig(t *testing.T) {
 	}
 	if err := relay.CheckExactlyOnce(c.subURL("g", "transactional_id", "a"), c.url()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestExactlyOnceScaleOut: a second pair (its own transactional_id) joins
+// the group while the first forwards, so the group rebalances with
+// transactions open (they abort and their polls are redelivered); a
+// read_committed reader still gets every input once. Publishing on a
+// pair outside a transaction fails with ErrNoTransaction.
+func TestExactlyOnceScaleOut(t *testing.T) {
+	c := newCluster(t)
+	in, out, group := unique("in"), unique("out"), unique("g")
+	c.createTopic(t, in, 4)
+	c.createTopic(t, out, 1)
+	const n = 2000
+	want := seq("m", n)
+	src := openPub(t, c.url())
+	if err := src.Publish(context.Background(), in, idsMsgs(want...)...); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Map
+	var distinct, redelivered atomic.Int32
+	quarter := make(chan struct{})
+	run := func(sub relay.Subscriber, pub relay.Publisher) (stop func()) {
+		r, err := router.New(router.Config{RedeliveryDelay: router.NoRedeliveryDelay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := func(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
+			if _, seen := once.LoadOrStore(m.ID, true); !seen {
+				if distinct.Add(1) == n/4 {
+					close(quarter)
+				}
+			} else {
+				redelivered.Add(1)
+			}
+			return []*relay.Message{m.Copy()}, nil
+		}
+		if err := r.AddHandler("eo", sub, in, h, router.WithGuarantee(relay.ExactlyOnce), router.WithOutput(pub, out)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	sub1, pub1 := openPair(t, c, group, unique("tx"))
+	if err := pub1.Publish(context.Background(), out, idsMsgs("stray")...); !errors.Is(err, kafka.ErrNoTransaction) {
+		t.Fatalf("Publish outside a transaction: %v; want ErrNoTransaction", err)
+	}
+	stop1 := run(sub1, pub1)
+	<-quarter // a quarter was handled by the first pair
+	sub2, pub2 := openPair(t, c, group, unique("tx"))
+	stop2 := run(sub2, pub2)
+	waitCommitted(t, c, group, in, n)
+	stop1()
+	stop2()
+	t.Logf("%d deliveries again after aborted transactions", redelivered.Load())
+	if d := checkOnce(t, c, out, "read_committed", want); d != 0 {
+		t.Fatalf("read_committed: %d duplicates", d)
 	}
 }
