@@ -21,10 +21,15 @@ const (
 	// redelivers it: a failure or a crash loses it, and it never takes
 	// effect twice through relay.
 	AtMostOnce
-	// ExactlyOnce would make a message take effect once. relay does not
-	// offer it yet (it needs Kafka transactions end to end); the router
-	// and the bridge refuse it with an error that says what they can give.
-	// Dedup middleware gives the exactly-once effect on top of AtLeastOnce.
+	// ExactlyOnce makes a message's outputs and its ack take effect once,
+	// together: one broker transaction commits both or neither. Only a
+	// subscriber and publisher opened as a pair give it
+	// (ExactlyOnceSubscriber; Kafka to Kafka on one cluster: see
+	// OpenExactlyOnce), and only for what is published with the pair's
+	// publisher; consumers of the outputs must read committed data only.
+	// The router and the bridge refuse it for anything else, with an error
+	// that says why. Dedup middleware gives the exactly-once effect on top
+	// of AtLeastOnce on any backend.
 	ExactlyOnce
 )
 

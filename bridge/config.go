@@ -140,9 +140,13 @@ type Route struct {
 	// publish loses the message (logged, counted as an error), it is never
 	// retried or redelivered. An at-most-once route takes no Retry and no
 	// Poison (Validate refuses them: both exist to keep a failed message
-	// for another try, which at-most-once gives up). relay.ExactlyOnce is
-	// refused by Validate: no pair of backends gives it yet (it needs
-	// Kafka transactions); Dedup gives its effect on at-least-once.
+	// for another try, which at-most-once gives up). relay.ExactlyOnce
+	// needs a source and destination that open as an exactly-once pair
+	// (relay.CheckExactlyOnce: kafka:// to kafka:// on one cluster, with
+	// transactional_id=); the route then consumes and publishes in Kafka
+	// transactions, so read_committed consumers of the destination see
+	// each source message once. Validate refuses it for anything else;
+	// Dedup gives its effect on at-least-once.
 	Guarantee relay.Guarantee
 }
 
@@ -588,10 +592,21 @@ func (r Route) validateGuarantee(p *problems, path string) {
 				"remove poison or use guarantee: at-least-once", r.Name)
 		}
 	case relay.ExactlyOnce:
-		p.add(path+".guarantee", "exactly-once is not available for route %q (%s to %s): this pair can give "+
-			"at-most-once or at-least-once; exactly-once needs the source offsets and the destination writes in one "+
-			"Kafka transaction, which relay does not implement yet; use at-least-once with dedup for an exactly-once effect",
-			r.Name, schemeOf(r.From.URL), schemeOf(r.To.URL))
+		src := sourceURL(r.From)
+		if relay.CheckSubscriberURL(src) != nil || relay.CheckURL(r.To.URL) != nil {
+			return // the URL problems are reported on their own
+		}
+		if err := relay.CheckExactlyOnce(src, r.To.URL); err != nil {
+			var why []string
+			for _, e := range flatten(err) {
+				if e != relay.ErrBadURL {
+					why = append(why, e.Error())
+				}
+			}
+			p.add(path+".guarantee", "exactly-once is not available for route %q (%s to %s): %s; "+
+				"or use at-least-once with dedup for an exactly-once effect",
+				r.Name, schemeOf(r.From.URL), schemeOf(r.To.URL), strings.Join(why, "; "))
+		}
 	default:
 		p.add(path+".guarantee", "unknown %v", r.Guarantee)
 	}

@@ -61,7 +61,7 @@ func TestValidateGuarantee(t *testing.T) {
 		t.Fatal("Parse accepted the config")
 	}
 	want := []string{
-		`b.yaml:5:16: routes[0].guarantee: exactly-once is not available for route "eo" (kafka:// to kafka://): this pair can give at-most-once or at-least-once; exactly-once needs the source offsets and the destination writes in one Kafka transaction, which relay does not implement yet; use at-least-once with dedup for an exactly-once effect`,
+		`b.yaml:5:16: routes[0].guarantee: exactly-once is not available for route "eo" (kafka:// to kafka://): relay/kafka: transactional_id: required for a transactional client: a name stable across restarts and unique per running instance (for example <service>-<instance>); relay/kafka: seed: exactly-once needs the source and the destination on one Kafka cluster (one transaction holds the outputs and the source offsets); got source [k:9092] and destination [k2:9092]; or use at-least-once with dedup for an exactly-once effect`,
 		`b.yaml:10:12: routes[1].retry: route "amo" is at-most-once: its source is acked before the publish, which is tried once; remove retry or use guarantee: at-least-once`,
 		`b.yaml:11:13: routes[1].poison: route "amo" is at-most-once: a failed publish is lost, not kept for another try; remove poison or use guarantee: at-least-once`,
 		`b.yaml:15:16: routes[2].guarantee: "twice": want at-most-once, at-least-once or exactly-once`,
@@ -81,7 +81,7 @@ func TestValidateGuarantee(t *testing.T) {
 	// The Go form is checked the same way.
 	c := bridge.Config{Routes: []bridge.Route{{Name: "eo", From: bridge.Source{URL: "mem://a", Topic: "t", Group: "g"},
 		To: bridge.Destination{URL: "mem://b"}, Guarantee: relay.ExactlyOnce}}}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `exactly-once is not available for route "eo" (mem:// to mem://)`) {
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `exactly-once is not available for route "eo" (mem:// to mem://): relay: the mem:// adapter offers no exactly-once pair`) {
 		t.Fatalf("Validate: %v", err)
 	}
 }

@@ -143,6 +143,40 @@ func (r *route) run(ctx context.Context) error {
 	}
 }
 
+// open opens the destination publisher and the source subscriber: for an
+// exactly-once route, the two halves of one exactly-once pair.
+func (r *route) open(ctx context.Context) (relay.Publisher, relay.Subscriber, error) {
+	if r.cfg.Guarantee == relay.ExactlyOnce {
+		sub, pub, err := relay.OpenExactlyOnce(ctx, r.fromURL, r.cfg.To.URL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open exactly-once pair %s to %s: %w", relay.Redact(r.fromURL), relay.Redact(r.cfg.To.URL), err)
+		}
+		return pub, sub, nil
+	}
+	pub, err := relay.OpenPublisher(ctx, r.cfg.To.URL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open destination %s: %w", relay.Redact(r.cfg.To.URL), err)
+	}
+	sub, err := relay.OpenSubscriber(ctx, r.fromURL)
+	if err != nil {
+		_ = pub.Close()
+		return nil, nil, fmt.Errorf("open source %s: %w", relay.Redact(r.fromURL), err)
+	}
+	return pub, sub, nil
+}
+
+// routerGuarantee is the guarantee the route's router handler runs with.
+// The forwarder publishes itself (not through router outputs), so an
+// exactly-once route's handler runs as at-least-once (ack after the
+// publish, nack on failure) on the exactly-once pair, whose transactions
+// turn that into exactly-once.
+func (r *route) routerGuarantee() relay.Guarantee {
+	if r.cfg.Guarantee == relay.ExactlyOnce {
+		return relay.AtLeastOnce
+	}
+	return r.cfg.Guarantee
+}
+
 // badEndpoint reports whether err, from opening an endpoint, says the URL
 // or its options are invalid (rather than the broker unreachable).
 func badEndpoint(err error) bool {
@@ -167,17 +201,11 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	}
 	openCtx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	pub, err := relay.OpenPublisher(openCtx, r.cfg.To.URL)
+	pub, sub, err := r.open(openCtx)
 	if err != nil {
-		return false, fmt.Errorf("open destination %s: %w", relay.Redact(r.cfg.To.URL), err)
+		return false, err
 	}
-	closers = append(closers, pub)
-	sub, err := relay.OpenSubscriber(openCtx, r.fromURL)
-	if err != nil {
-		closeAll()
-		return false, fmt.Errorf("open source %s: %w", relay.Redact(r.fromURL), err)
-	}
-	closers = append(closers, sub)
+	closers = append(closers, pub, sub)
 	poisonPub := pub
 	if p := r.cfg.Poison; p != nil && p.URL != r.cfg.To.URL {
 		if poisonPub, err = relay.OpenPublisher(openCtx, p.URL); err != nil {
@@ -207,7 +235,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	f := &forwarder{r: r}
 	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
 		router.WithConcurrency(r.cfg.Concurrency),
-		router.WithGuarantee(r.cfg.Guarantee),
+		router.WithGuarantee(r.routerGuarantee()),
 		router.WithMiddleware(mws...))
 	if err != nil {
 		closeAll()

@@ -148,7 +148,9 @@ func (r *Router) UseBatch(mw ...BatchMiddleware) error {
 // WithGuarantee does for a Handler: with relay.AtMostOnce every message of
 // a batch is acked before the handler is called, and a failed batch (or a
 // panic) is logged and lost, never redelivered; relay.ExactlyOnce is
-// refused by AddBatchHandler with a *GuaranteeError.
+// refused by AddBatchHandler with a *GuaranteeError (exactly-once covers
+// the outputs the router publishes, which batch handlers have not; see
+// WithGuarantee).
 func WithBatchGuarantee(g relay.Guarantee) BatchOption {
 	return func(c *batchConfig) { c.guarantee = g }
 }
@@ -197,7 +199,7 @@ func (r *Router) AddBatchHandler(name string, sub relay.Subscriber, topic string
 	if bc.wait < 0 {
 		errs = append(errs, fmt.Errorf("router: handler %q: batch wait %v is negative", name, bc.wait))
 	}
-	if err := checkGuarantee(name, bc.guarantee); err != nil {
+	if err := checkGuarantee(name, bc.guarantee, sub, nil, true); err != nil {
 		errs = append(errs, err)
 	}
 	return r.add(&handler{r: r, name: name, sub: sub, topic: topic, bfn: h, bcfg: bc}, errs)

@@ -30,19 +30,48 @@ func (e *GuaranteeError) Error() string {
 		e.Handler, e.Want, e.Available, e.Reason)
 }
 
-// checkGuarantee refuses a guarantee the router does not give.
-func checkGuarantee(name string, g relay.Guarantee) error {
+// checkGuarantee refuses a guarantee the handler cannot give: exactly-once
+// needs sub to be a relay.ExactlyOnceSubscriber paired with every output's
+// publisher (see WithGuarantee); batch handlers (outs nil, batch true)
+// never give it.
+func checkGuarantee(name string, g relay.Guarantee, sub relay.Subscriber, outs []Output, batch bool) error {
 	switch g {
 	case relay.AtLeastOnce, relay.AtMostOnce:
 		return nil
 	case relay.ExactlyOnce:
+		reason := exactlyOnceProblem(sub, outs, batch)
+		if reason == "" {
+			return nil
+		}
 		return &GuaranteeError{Handler: name, Want: g,
 			Available: []relay.Guarantee{relay.AtMostOnce, relay.AtLeastOnce},
-			Reason: "exactly-once needs the input's offsets and the outputs committed in one broker transaction " +
-				"(Kafka transactions), which relay does not implement yet; use at-least-once with middleware.Dedup " +
+			Reason: reason + "; exactly-once needs the input's offsets and the outputs committed in one broker " +
+				"transaction: a Kafka subscriber and publisher opened together (kafka.NewExactlyOnce, " +
+				"relay.OpenExactlyOnce) with every output on that publisher, or at-least-once with middleware.Dedup " +
 				"for an exactly-once effect"}
 	}
 	return fmt.Errorf("router: handler %q: unknown %v", name, g)
+}
+
+// exactlyOnceProblem says why sub and outs cannot give exactly-once, or "".
+func exactlyOnceProblem(sub relay.Subscriber, outs []Output, batch bool) string {
+	if batch {
+		return "batch handlers do not offer it (the router publishes no outputs for them)"
+	}
+	eo, ok := sub.(relay.ExactlyOnceSubscriber)
+	if !ok {
+		return fmt.Sprintf("the subscriber (%T) has no transactions spanning its acks and a publisher's outputs", sub)
+	}
+	if len(outs) == 0 {
+		return "the handler has no outputs: exactly-once covers the messages the router publishes to outputs " +
+			"(WithOutput) with the subscriber's paired publisher"
+	}
+	for i, o := range outs {
+		if o.Publisher == nil || !eo.ExactlyOnceWith(o.Publisher) {
+			return fmt.Sprintf("output %d (topic %q) publishes with a publisher that is not paired with the subscriber", i, o.Topic)
+		}
+	}
+	return ""
 }
 
 // Retrying marks mw as middleware that runs the rest of the chain more

@@ -307,7 +307,7 @@ func TestExactlyOnceRefused(t *testing.T) {
 		!slices.Equal(ge.Available, []relay.Guarantee{relay.AtMostOnce, relay.AtLeastOnce}) {
 		t.Fatalf("%+v", ge)
 	}
-	for _, s := range []string{"exactly-once", "at-most-once", "at-least-once", "Kafka transactions", "Dedup"} {
+	for _, s := range []string{"exactly-once", "at-most-once", "at-least-once", "no transactions", "kafka.NewExactlyOnce", "Dedup"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
@@ -315,5 +315,50 @@ func TestExactlyOnceRefused(t *testing.T) {
 	bnop := func(context.Context, []*relay.Message) error { return nil }
 	if err := r.AddBatchHandler("b", sub, "in", bnop, router.WithBatchGuarantee(relay.ExactlyOnce)); !errors.As(err, &ge) {
 		t.Fatalf("AddBatchHandler(exactly-once): %v; want a *GuaranteeError", err)
+	}
+}
+
+// pairedSub is a subscriber that declares itself paired with one publisher.
+type pairedSub struct {
+	relay.Subscriber
+	pub relay.Publisher
+}
+
+func (s pairedSub) ExactlyOnceWith(p relay.Publisher) bool { return p == s.pub }
+
+func TestExactlyOnceNeedsPairedOutputs(t *testing.T) {
+	pub, sub := memPair(t, "eo-paired", "g", 16)
+	other, _ := memPair(t, "eo-other", "g", 16)
+	ps := pairedSub{Subscriber: sub, pub: pub}
+	nop := func(context.Context, *relay.Message) ([]*relay.Message, error) { return nil, nil }
+	r := newRouter(t, router.Config{})
+	if err := r.AddHandler("ok", ps, "in", nop, router.WithGuarantee(relay.ExactlyOnce), router.WithOutput(pub, "out")); err != nil {
+		t.Fatalf("paired outputs refused: %v", err)
+	}
+	cases := []struct {
+		name string
+		sub  relay.Subscriber
+		opts []router.HandlerOption
+		want string
+	}{
+		{"unpaired", ps, []router.HandlerOption{router.WithOutput(pub, "a"), router.WithOutput(other, "b")}, `output 1 (topic "b") publishes with a publisher that is not paired`},
+		{"nooutputs", ps, nil, "the handler has no outputs"},
+		{"plain", sub, []router.HandlerOption{router.WithOutput(pub, "a")}, "has no transactions spanning its acks"},
+	}
+	for _, c := range cases {
+		err := r.AddHandler(c.name, c.sub, "in", nop, append(c.opts, router.WithGuarantee(relay.ExactlyOnce))...)
+		var ge *router.GuaranteeError
+		if !errors.As(err, &ge) || ge.Want != relay.ExactlyOnce || ge.Handler != c.name {
+			t.Fatalf("%s: %v; want a *GuaranteeError", c.name, err)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %q does not say %q", c.name, err, c.want)
+		}
+	}
+	bnop := func(context.Context, []*relay.Message) error { return nil }
+	var ge *router.GuaranteeError
+	if err := r.AddBatchHandler("b", ps, "in", bnop, router.WithBatchGuarantee(relay.ExactlyOnce)); !errors.As(err, &ge) ||
+		!strings.Contains(err.Error(), "batch handlers") {
+		t.Fatalf("AddBatchHandler(exactly-once, paired): %v; want a *GuaranteeError about batch handlers", err)
 	}
 }

@@ -81,9 +81,20 @@ func WithMiddleware(mw ...Middleware) HandlerOption {
 // not wait for the broker (see relay.Message.Ack): a crash in the moment
 // between the ack and the broker receiving it can still redeliver.
 //
-// relay.ExactlyOnce is refused by AddHandler with a *GuaranteeError: it
-// needs Kafka transactions, which relay does not implement yet. Use
-// AtLeastOnce with middleware.Dedup for an exactly-once effect.
+// relay.ExactlyOnce is accepted when the subscriber is a
+// relay.ExactlyOnceSubscriber and every output's publisher is its paired
+// publisher (ExactlyOnceWith reports true), such as the two halves of
+// kafka.NewExactlyOnce or relay.OpenExactlyOnce on a kafka:// source and
+// destination of one cluster. The handler then runs as at-least-once (the
+// input is acked after its outputs were published, nacked on failure), and
+// the pair's transaction makes the outputs and the ack take effect
+// together: a failure, a nack or a crash aborts the transaction (no output
+// becomes visible to read_committed consumers) and the input is delivered
+// again. Only the outputs are covered: what the handler does elsewhere
+// (a database write, a publish with another publisher) may happen more
+// than once. Anything else is refused by AddHandler with a
+// *GuaranteeError that says why; AtLeastOnce with middleware.Dedup gives
+// an exactly-once effect on any backend.
 func WithGuarantee(g relay.Guarantee) HandlerOption {
 	return func(c *handlerConfig) { c.guarantee = g }
 }

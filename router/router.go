@@ -116,7 +116,7 @@ func (r *Router) AddHandler(name string, sub relay.Subscriber, topic string, h H
 			errs = append(errs, fmt.Errorf("router: handler %q: output %d: %w: empty", name, i, relay.ErrInvalidTopic))
 		}
 	}
-	if err := checkGuarantee(name, hc.guarantee); err != nil {
+	if err := checkGuarantee(name, hc.guarantee, sub, hc.outputs, false); err != nil {
 		errs = append(errs, err)
 	}
 	if hc.guarantee == relay.AtMostOnce {

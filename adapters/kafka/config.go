@@ -145,6 +145,14 @@ type PublisherConfig struct {
 	// retries included (delivery_timeout=). Default 0: bounded only by the
 	// Publish ctx.
 	DeliveryTimeout time.Duration
+	// TransactionalID is the Kafka transactional.id of NewTxPublisher and
+	// NewExactlyOnce (transactional_id=): a name stable across restarts
+	// and unique per running instance; a new client with the same ID
+	// fences the old one. NewPublisher refuses it (see transact.go).
+	TransactionalID string
+	// TransactionTimeout is how long the broker lets a transaction stay
+	// open before it aborts it (transaction_timeout=). Default 40s.
+	TransactionTimeout time.Duration
 }
 
 // SubscriberConfig configures a subscriber.

@@ -96,6 +96,8 @@ func TestParseErrors(t *testing.T) {
 		{true, "kafka://h?sasl_mechanism=plain", []string{"sasl_user"}},
 		{true, "kafka://h?tls_cert=/c.pem", []string{"tls_cert"}},
 		{true, "kafka://h?partitions=-1", []string{"partitions"}},
+		{false, "kafka://h?group=g&isolation=dirty", []string{"isolation"}},
+		{true, "kafka://h?transaction_timeout=soon", []string{"transaction_timeout"}},
 	}
 	for _, c := range cases {
 		var err error

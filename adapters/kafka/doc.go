@@ -79,6 +79,17 @@
 // Publish with a *relay.LimitError. A foreign header named
 // "kafka.tombstone" is delivered as "kafka.tombstone#2".
 //
+// # Transactions and exactly-once
+//
+// Subscribers read with isolation=read_committed by default. TxPublisher
+// (NewTxPublisher, OpenTxPublisher; transactional_id=) publishes to several
+// topics in one transaction. NewExactlyOnce (or relay.OpenExactlyOnce with
+// two kafka:// URLs of one cluster) opens a subscriber and publisher on one
+// transact session, so a handler's outputs and its input's offsets commit
+// atomically; router.WithGuarantee(relay.ExactlyOnce) and a bridge route's
+// guarantee: exactly-once run on it. A second client with the same
+// transactional_id fences the first (ErrFenced). See docs/kafka.md.
+//
 // # Groups that do not exist yet
 //
 // A group without a committed offset for a topic starts at the oldest

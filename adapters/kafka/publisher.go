@@ -20,7 +20,7 @@ import (
 // implements relay.CapabilityReporter and relay.HealthChecker.
 func NewPublisher(ctx context.Context, cfg PublisherConfig) (relay.Publisher, error) {
 	cfg.defaults()
-	if err := join(cfg.problems()); err != nil {
+	if err := join(append(cfg.problems(), cfg.plainProblems()...)); err != nil {
 		return nil, fmt.Errorf("%w: %w", relay.ErrBadURL, err)
 	}
 	opts, err := cfg.clientOpts()

@@ -85,6 +85,8 @@ func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, e
 	pc.Compression = p.Enum("compression", "snappy", "none", "gzip", "snappy", "lz4", "zstd")
 	pc.MaxMessageBytes = p.Int("max_bytes", DefaultMaxMessageBytes, 1)
 	pc.DeliveryTimeout = p.Duration("delivery_timeout", 0)
+	pc.TransactionalID = p.String("transactional_id", "")
+	pc.TransactionTimeout = p.Duration("transaction_timeout", 0)
 
 	sc := SubscriberConfig{Config: common}
 	sc.Group = p.String("group", "")
