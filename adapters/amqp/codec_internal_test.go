@@ -66,6 +66,47 @@ func TestDelayBuckets(t *testing.T) {
 	if n := len(delayQueue("t.g", maxDelayExp)) - len("t.g"); n != maxDelaySuffix {
 		t.Errorf("maxDelaySuffix %d, longest suffix %d", maxDelaySuffix, n)
 	}
+	// Due queues are named after the exchange, with their own infix, so
+	// that topic "t.g"'s due queues are not group g of topic t's delay
+	// queues.
+	if got := dueQueue("t", 10); got != "t.relay-due-1024ms" {
+		t.Errorf("dueQueue = %q", got)
+	}
+	rq := isRelayQueue("t.g", "t")
+	if !rq(dueQueue("t", 3)) || !rq(delayQueue("t.g", 3)) || rq(dueQueue("t.g", 3)) || rq("t.g") || rq(dueExchange("t")) {
+		t.Errorf("isRelayQueue misclassifies")
+	}
+	if dueQueue("t.g", 3) == delayQueue("t", 3) || dueQueue("t.g", 3) == delayQueue("t.g", 3) {
+		t.Errorf("due and delay queue names collide")
+	}
+	if n := len(dueQueue("t", maxDelayExp)) - len("t"); n != maxDueSuffix {
+		t.Errorf("maxDueSuffix %d, longest suffix %d", maxDueSuffix, n)
+	}
+}
+
+// TestDecodeHidesDue: a message that came through a due queue is
+// delivered without the relay-due header, the expiration and the
+// dead-lettering traces of the due queue, but with foreign ones.
+func TestDecodeHidesDue(t *testing.T) {
+	d := &amqp091.Delivery{
+		MessageId: "m1", RoutingKey: "k", Body: []byte("x"),
+		Headers: amqp091.Table{
+			headerDue:              bucketLabel(10),
+			"app":                  "v",
+			"x-first-death-queue":  dueQueue("t", 10),
+			"x-first-death-reason": "expired",
+			"x-death": []any{
+				amqp091.Table{"queue": dueQueue("t", 10), "reason": "expired", "count": int64(1)},
+			},
+		},
+	}
+	dec := decode(d, isRelayQueue("t.g", "t"))
+	if len(dec.msg.Metadata) != 1 || dec.msg.Metadata["app"] != "v" || dec.msg.Key != "k" {
+		t.Errorf("decoded metadata %v key %q, want only app=v and key k", dec.msg.Metadata, dec.msg.Key)
+	}
+	if err := validateMessage(&relay.Message{ID: "x", Metadata: relay.Metadata{headerDue: "1ms"}}); err == nil {
+		t.Error("metadata named relay-due accepted")
+	}
 }
 
 func TestDecodeForeignAndHidden(t *testing.T) {

@@ -75,6 +75,11 @@ func (c *cleaner) run(t testing.TB) {
 	}
 	for topic := range c.topics {
 		_ = ch.ExchangeDelete(topic, false, false)
+		// Delayed delivery's due exchange and queues (see topology.go).
+		for k := 0; k <= 31; k++ {
+			_, _ = ch.QueueDelete(topic+".relay-due-"+strconv.FormatUint(1<<k, 10)+"ms", false, false, false)
+		}
+		_ = ch.ExchangeDelete(topic+".relay-due", false, false)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +89,9 @@ func capabilities(cfg *Config) relay.Capabilities {
 	if c.NativeDelay {
 		c.MaxDelay = MaxDelay
 	}
+	// Due queues: the broker holds the message (see topology.go).
+	c.DelayedDelivery = relay.DelayNative
+	c.MaxDeliverDelay = MaxDelay
 	return c
 }
 
@@ -152,9 +157,14 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
 func (d *pubDriver) ValidateTopic(topic string) error { return d.names.validatePublish(topic) }
 
-func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+func (d *pubDriver) ValidateMessage(topic string, m *relay.Message) error {
 	if err := validateMessage(m); err != nil {
 		return err
+	}
+	if !m.DeliverAt.IsZero() {
+		if err := checkName("due queue", d.names.exchange(topic), maxDueSuffix); err != nil {
+			return err
+		}
 	}
 	limit := headerLimit(int(d.sup.frameMax.Load()))
 	if n := messageHeaderSize(m); n > limit {
@@ -187,26 +197,138 @@ func (d *pubDriver) ensureExchange(ctx context.Context, pc *pubChan, ex string) 
 	return nil
 }
 
+// forgetExchange makes the next publish to ex declare it again, with its
+// due exchange and queues.
 func (d *pubDriver) forgetExchange(ex string) {
 	d.mu.Lock()
 	delete(d.declared, ex)
+	prefix := dueKey(ex, "")
+	for k := range d.declared {
+		if strings.HasPrefix(k, prefix) {
+			delete(d.declared, k)
+		}
+	}
 	d.mu.Unlock()
 }
 
-// SendBatch implements driver.PublishDriver.
+// dueKey is the key of due queue q of exchange ex in declared.
+func dueKey(ex, q string) string { return ex + "\x00due\x00" + q }
+
+// SendBatch implements driver.PublishDriver. Messages due later
+// (Message.DeliverAt) go to the topic's due exchange, the others to the
+// topic's exchange; see sendTo.
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
 	ex := d.names.exchange(topic)
+	buckets := d.dueBuckets(msgs)
+	if buckets == nil {
+		failed := d.sendTo(ctx, topic, ex, msgs, nil, encode)
+		return d.result(msgs, failed)
+	}
+	var immediate, delayed []*relay.Message
+	need := map[int]bool{}
+	for _, m := range msgs {
+		if k, ok := buckets[m]; ok {
+			delayed = append(delayed, m)
+			need[k] = true
+		} else {
+			immediate = append(immediate, m)
+		}
+	}
+	var failed []relay.MessageFailure
+	if len(immediate) > 0 {
+		failed = d.sendTo(ctx, topic, ex, immediate, nil, encode)
+	}
+	ensure := func(ctx context.Context, pc *pubChan) error {
+		for k := range need {
+			if err := d.ensureDue(ctx, pc, ex, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	failed = append(failed, d.sendTo(ctx, topic, dueExchange(ex), delayed, ensure, func(m *relay.Message) amqp091.Publishing {
+		return encodeDue(m, buckets[m])
+	})...)
+	return d.result(msgs, failed)
+}
+
+// dueBuckets returns the due bucket of each message of msgs due later,
+// nil when there is none.
+func (d *pubDriver) dueBuckets(msgs []*relay.Message) map[*relay.Message]int {
+	var now time.Time
+	var buckets map[*relay.Message]int
+	for _, m := range msgs {
+		if m.DeliverAt.IsZero() {
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if delay, ok := driver.Delay(m, now); ok {
+			if buckets == nil {
+				buckets = map[*relay.Message]int{}
+			}
+			buckets[m] = delayBucket(delay)
+		}
+	}
+	return buckets
+}
+
+// encodeDue encodes m for its due queue: routed there by headerDue, and
+// expiring when it is due. The expiration counts from now, rounded up to
+// the millisecond, and is taken again at each attempt (a retry later
+// waits less, so the message still falls due at DeliverAt).
+func encodeDue(m *relay.Message, k int) amqp091.Publishing {
+	p := encode(m)
+	if p.Headers == nil {
+		p.Headers = amqp091.Table{}
+	}
+	p.Headers[headerDue] = bucketLabel(k)
+	wait := max(0, time.Until(m.DeliverAt))
+	p.Expiration = strconv.FormatInt(int64((wait+time.Millisecond-1)/time.Millisecond), 10)
+	return p
+}
+
+// ensureDue declares the due exchange of ex and its due queue of bucket k
+// on pc's connection unless it was declared on it already.
+func (d *pubDriver) ensureDue(ctx context.Context, pc *pubChan, ex string, k int) error {
+	key := dueKey(ex, dueQueue(ex, k))
+	d.mu.Lock()
+	g, ok := d.declared[key]
+	d.mu.Unlock()
+	if ok && g == pc.gen {
+		return nil
+	}
+	err := d.sup.rpc(ctx, pc.conn, func() error {
+		pc.lock()
+		defer pc.unlock()
+		return declareDue(pc.ch, ex, k)
+	})
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.declared[key] = pc.gen
+	d.mu.Unlock()
+	return nil
+}
+
+// sendTo publishes msgs to exchange ex, which ensureExchange declares (and
+// ensure, when given, whatever else they need), and returns the messages
+// that failed. A dropped connection or channel is waited out (within ctx)
+// and the unconfirmed messages are published again.
+func (d *pubDriver) sendTo(ctx context.Context, topic, ex string, msgs []*relay.Message, ensure func(context.Context, *pubChan) error, enc func(*relay.Message) amqp091.Publishing) []relay.MessageFailure {
 	pending := make([]*relay.Message, len(msgs))
 	copy(pending, msgs)
 	var failed []relay.MessageFailure
 	bo := backoff.Backoff{Initial: d.cfg.ReconnectMin, Max: d.cfg.ReconnectMax}
 	refusals := 0
 	var lastErr, notConfirmed error
-	giveUp := func(err error) error {
+	giveUp := func(err error) []relay.MessageFailure {
 		for _, m := range pending {
 			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
 		}
-		return d.result(msgs, failed)
+		return failed
 	}
 	for len(pending) > 0 {
 		if lastErr != nil {
@@ -222,7 +344,11 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			lastErr = err
 			continue
 		}
-		if err := d.ensureExchange(ctx, pc, ex); err != nil {
+		err = d.ensureExchange(ctx, pc, d.names.exchange(topic))
+		if err == nil && ensure != nil {
+			err = ensure(ctx, pc)
+		}
+		if err != nil {
 			if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
 				return giveUp(err)
 			}
@@ -230,7 +356,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			continue
 		}
 		res := pc.send(ctx, ex, len(pending), func(i int) (string, amqp091.Publishing) {
-			return pending[i].Key, encode(pending[i])
+			return pending[i].Key, enc(pending[i])
 		})
 		var next []*relay.Message
 		for i, m := range pending {
@@ -260,7 +386,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		lastErr = res.chanErr
 		if isNotFound(lastErr) {
-			d.forgetExchange(ex)
+			d.forgetExchange(d.names.exchange(topic))
 		}
 		if isPermanent(lastErr) || isNotFound(lastErr) {
 			if refusals++; refusals > maxRefusals || isPermanent(lastErr) {
@@ -268,7 +394,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			}
 		}
 	}
-	return d.result(msgs, failed)
+	return failed
 }
 
 // result turns failures into Publish's error: nil, a plain error when every

@@ -23,10 +23,19 @@ import (
 //	                 the smallest 2^k ≥ d in milliseconds; the copy waits with
 //	                 per-message expiration = d, then is dead-lettered through
 //	                 the default exchange back to <queue>
+//	DeliverAt        → exchange <exchange>.relay-due (durable, headers) and
+//	                 queue <exchange>.relay-due-<2^k>ms (durable, classic)
+//	                 bound to it on header relay-due = "<2^k>ms", for the
+//	                 smallest 2^k ≥ the delay in milliseconds; the message
+//	                 waits with per-message expiration = its delay, then is
+//	                 dead-lettered to <exchange> with its own routing key,
+//	                 so that every group's queue gets it when due
 //
-// Publishers declare the exchange; subscribers declare the exchange, the
-// queue and its bindings (Subscribe, Provision, every reconnect), and delay
-// queues when first used.
+// Publishers declare the exchange, and the due exchange and due queues
+// when first used (once per connection each); subscribers declare the
+// exchange, the queue and its bindings (Subscribe, Provision, every
+// reconnect), and delay queues when first used. Nothing deletes delay or
+// due queues: once empty they cost the broker a queue each.
 
 // names derives broker names from topics.
 type names struct {
@@ -54,13 +63,21 @@ func delayBucket(d time.Duration) int {
 	return bits.Len64(ms - 1)
 }
 
-func delayQueue(queue string, k int) string {
-	return queue + delayInfix + strconv.FormatUint(1<<uint(k), 10) + "ms"
-}
+func delayQueue(queue string, k int) string { return bucketName(queue, delayInfix, k) }
+
+// bucketName names the queue of delay bucket k (2^k ms) of base.
+func bucketName(base, infix string, k int) string { return base + infix + bucketLabel(k) }
+
+// bucketLabel is "<2^k>ms".
+func bucketLabel(k int) string { return strconv.FormatUint(1<<uint(k), 10) + "ms" }
 
 // isDelayQueueOf returns a predicate telling the delay queues of queue.
-func isDelayQueueOf(queue string) func(string) bool {
-	prefix := queue + delayInfix
+func isDelayQueueOf(queue string) func(string) bool { return isBucketOf(queue, delayInfix) }
+
+// isBucketOf returns a predicate telling the bucket queues of base with
+// infix (see bucketName).
+func isBucketOf(base, infix string) func(string) bool {
+	prefix := base + infix
 	return func(q string) bool {
 		if !strings.HasPrefix(q, prefix) || !strings.HasSuffix(q, "ms") {
 			return false
@@ -72,6 +89,45 @@ func isDelayQueueOf(queue string) func(string) bool {
 
 // longest delay queue suffix, for name length checks
 var maxDelaySuffix = len(delayInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
+
+// Delayed delivery (Message.DeliverAt) goes through the topic's due
+// exchange into its due queues.
+const (
+	dueInfix = ".relay-due-"
+	// headerDue is the header the due exchange routes on. It is not
+	// x-relay-*: a headers exchange ignores names starting with x-.
+	headerDue = "relay-due"
+)
+
+func dueExchange(exchange string) string             { return exchange + ".relay-due" }
+func dueQueue(exchange string, k int) string         { return bucketName(exchange, dueInfix, k) }
+func isDueQueueOf(exchange string) func(string) bool { return isBucketOf(exchange, dueInfix) }
+
+var maxDueSuffix = len(dueInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
+
+// isRelayQueue returns a predicate telling relay's delay queues of a
+// group's queue and due queues of its topic's exchange, whose
+// dead-lettering traces relay hides.
+func isRelayQueue(queue, exchange string) func(string) bool {
+	delay, due := isDelayQueueOf(queue), isDueQueueOf(exchange)
+	return func(q string) bool { return delay(q) || due(q) }
+}
+
+// declareDue declares the due exchange of exchange and its due queue of
+// bucket k, bound to it on headerDue. It is idempotent.
+func declareDue(ch *amqp091.Channel, exchange string, k int) error {
+	dx, q := dueExchange(exchange), dueQueue(exchange, k)
+	if err := declareExchange(ch, dx, amqp091.ExchangeHeaders); err != nil {
+		return err
+	}
+	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-dead-letter-exchange": exchange}); err != nil {
+		return fmt.Errorf("relay/amqp: declaring due queue %q: %w", q, err)
+	}
+	if err := ch.QueueBind(q, "", dx, false, amqp091.Table{"x-match": "all", headerDue: bucketLabel(k)}); err != nil {
+		return fmt.Errorf("relay/amqp: binding due queue %q to %q: %w", q, dx, err)
+	}
+	return nil
+}
 
 // checkName checks a broker name derived from a topic (with the prefixes and
 // the group): valid UTF-8, no control characters (bytes below 0x20 and
