@@ -225,7 +225,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		return d.result(msgs, failed)
 	}
 	var immediate, delayed []*relay.Message
-	need := map[int]bool{}
+	need := map[uint64]bool{}
 	for _, m := range msgs {
 		if k, ok := buckets[m]; ok {
 			delayed = append(delayed, m)
@@ -254,9 +254,9 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 
 // dueBuckets returns the due bucket of each message of msgs due later,
 // nil when there is none.
-func (d *pubDriver) dueBuckets(msgs []*relay.Message) map[*relay.Message]int {
+func (d *pubDriver) dueBuckets(msgs []*relay.Message) map[*relay.Message]uint64 {
 	var now time.Time
-	var buckets map[*relay.Message]int
+	var buckets map[*relay.Message]uint64
 	for _, m := range msgs {
 		if m.DeliverAt.IsZero() {
 			continue
@@ -266,9 +266,9 @@ func (d *pubDriver) dueBuckets(msgs []*relay.Message) map[*relay.Message]int {
 		}
 		if delay, ok := driver.Delay(m, now); ok {
 			if buckets == nil {
-				buckets = map[*relay.Message]int{}
+				buckets = map[*relay.Message]uint64{}
 			}
-			buckets[m] = delayBucket(delay)
+			buckets[m] = dueBucket(delay)
 		}
 	}
 	return buckets
@@ -278,12 +278,12 @@ func (d *pubDriver) dueBuckets(msgs []*relay.Message) map[*relay.Message]int {
 // expiring when it is due. The expiration counts from now, rounded up to
 // the millisecond, and is taken again at each attempt (a retry later
 // waits less, so the message still falls due at DeliverAt).
-func encodeDue(m *relay.Message, k int) amqp091.Publishing {
+func encodeDue(m *relay.Message, bucket uint64) amqp091.Publishing {
 	p := encode(m)
 	if p.Headers == nil {
 		p.Headers = amqp091.Table{}
 	}
-	p.Headers[headerDue] = bucketLabel(k)
+	p.Headers[headerDue] = bucketLabel(bucket)
 	wait := max(0, time.Until(m.DeliverAt))
 	p.Expiration = strconv.FormatInt(int64((wait+time.Millisecond-1)/time.Millisecond), 10)
 	return p
@@ -291,8 +291,8 @@ func encodeDue(m *relay.Message, k int) amqp091.Publishing {
 
 // ensureDue declares the due exchange of ex and its due queue of bucket k
 // on pc's connection unless it was declared on it already.
-func (d *pubDriver) ensureDue(ctx context.Context, pc *pubChan, ex string, k int) error {
-	key := dueKey(ex, dueQueue(ex, k))
+func (d *pubDriver) ensureDue(ctx context.Context, pc *pubChan, ex string, bucket uint64) error {
+	key := dueKey(ex, dueQueue(ex, bucket))
 	d.mu.Lock()
 	g, ok := d.declared[key]
 	d.mu.Unlock()
@@ -302,7 +302,7 @@ func (d *pubDriver) ensureDue(ctx context.Context, pc *pubChan, ex string, k int
 	err := d.sup.rpc(ctx, pc.conn, func() error {
 		pc.lock()
 		defer pc.unlock()
-		return declareDue(pc.ch, ex, k)
+		return declareDue(pc.ch, ex, bucket)
 	})
 	if err != nil {
 		return err
