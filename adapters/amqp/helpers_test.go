@@ -76,8 +76,8 @@ func (c *cleaner) run(t testing.TB) {
 	for topic := range c.topics {
 		_ = ch.ExchangeDelete(topic, false, false)
 		// Delayed delivery's due exchange and queues (see topology.go).
-		for k := 0; k <= 31; k++ {
-			_, _ = ch.QueueDelete(topic+".relay-due-"+strconv.FormatUint(1<<k, 10)+"ms", false, false, false)
+		for _, q := range amqp.DueQueueNames(topic) {
+			_, _ = ch.QueueDelete(q, false, false, false)
 		}
 		_ = ch.ExchangeDelete(topic+".relay-due", false, false)
 	}
