@@ -76,10 +76,11 @@ func (c *cleaner) run(t testing.TB) {
 	for topic := range c.topics {
 		_ = ch.ExchangeDelete(topic, false, false)
 		// Delayed delivery's due exchange and queues (see topology.go).
-		for _, q := range amqp.DueQueueNames(topic) {
+		dx, dqs := amqp.DueTopology(topic)
+		for _, q := range dqs {
 			_, _ = ch.QueueDelete(q, false, false, false)
 		}
-		_ = ch.ExchangeDelete(topic+".relay-due", false, false)
+		_ = ch.ExchangeDelete(dx, false, false)
 	}
 }
 

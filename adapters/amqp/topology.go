@@ -108,6 +108,21 @@ func isDueQueueOf(exchange string) func(string) bool { return isBucketOf(exchang
 
 var maxDueSuffix = len(dueInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
 
+// DueTopology returns the names of the due exchange and of every due
+// queue that delayed delivery can declare for exchange (a topic's
+// exchange, with its prefix): what to delete, with the exchange, when a
+// topic is retired. They are declared only when used; deleting one that
+// does not exist is harmless in RabbitMQ.
+func DueTopology(exchange string) (dueExchangeName string, dueQueues []string) {
+	for b := uint64(1); ; {
+		dueQueues = append(dueQueues, dueQueue(exchange, b))
+		if b >= 1<<maxDelayExp {
+			return dueExchange(exchange), dueQueues
+		}
+		b = dueBucket(time.Duration(b+1) * time.Millisecond)
+	}
+}
+
 // isRelayQueue returns a predicate telling relay's delay queues of a
 // group's queue and due queues of its topic's exchange, whose
 // dead-lettering traces relay hides.
