@@ -92,6 +92,7 @@ type Report struct {
 // with an error when one came early, when the backend refused them, or
 // when ctx ends first.
 func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
+	out = &syncWriter{w: out} // the handler prints while run does
 	id := relay.NewID()
 	rep := &Report{Topic: "reminders-" + id[len(id)-8:]} // fresh topic per run
 	fmt.Fprintf(out, "reminders on %s (topic %s)\n", relay.Redact(broker), rep.Topic)
@@ -217,6 +218,18 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // withQuery appends params to a URL's query.
