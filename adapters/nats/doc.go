@@ -68,6 +68,8 @@
 // every hold is a delivery in JetStream's count (max_deliver= counts
 // holds; Attempt has this Subscriber's holds taken off, see
 // driver.DueHolder for what it cannot know), a held message counts in
-// Lag and in max_ack_pending while it waits, and a consumer that is not
+// Lag and in max_ack_pending while it waits (so more than max_ack_pending
+// delayed messages waiting stall the group's deliveries until the
+// earliest fall due), and a consumer that is not
 // relay (nats CLI, another client) sees it at once, header and all.
 package nats
