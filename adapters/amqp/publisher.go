@@ -366,6 +366,11 @@ func (d *pubDriver) sendTo(ctx context.Context, topic, ex string, msgs []*relay.
 				r := res.returns[i]
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
 					MessageID: m.ID, Topic: topic, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
+				if ensure != nil {
+					// A due queue went away (deleted by hand): declare the
+					// due topology again on the next publish.
+					d.forgetExchange(d.names.exchange(topic))
+				}
 			case stNacked:
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
 			case stPending:
