@@ -61,6 +61,22 @@ func TestStampDue(t *testing.T) {
 		t.Error("the caller's message lost its metadata")
 	}
 
+	// PublishAsync stamps the same way.
+	async := &relay.Message{ID: "async", DeliverAt: due}
+	done := make(chan error, 1)
+	if err := p.PublishAsync(context.Background(), "t", []*relay.Message{async}, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	last := d.sent[len(d.sent)-1]
+	d.mu.Unlock()
+	if last.ID != "async" || last.Metadata[DeliverAtHeader] != due.UTC().Format(time.RFC3339Nano) {
+		t.Errorf("PublishAsync sent %+v, want the header", last)
+	}
+
 }
 
 // dueRecv is a broker in miniature: a nack with a delay redelivers the
