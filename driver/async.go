@@ -64,6 +64,9 @@ func (p *Publisher) PublishAsync(ctx context.Context, topic string, msgs []*rela
 		p.inflight.Done()
 		return err
 	}
+	if p.stamp {
+		msgs = stampDue(msgs)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(p.kill, cancel)

@@ -14,10 +14,14 @@
 //     batch is handed over and a done func called with the outcome, which
 //     PublishAsync uses), WholeSender (split a Publish call itself),
 //     MessageValidator and TopicValidator (limits beyond the generic size
-//     check), relay.HealthChecker.
+//     check), relay.HealthChecker, DueHolder (delayed delivery held by
+//     the subscriptions, for a broker without scheduling; on both sides).
+//     A driver with delayed delivery of its own reads Message.DeliverAt
+//     (see Delay) and declares Capabilities().DelayedDelivery; the shared
+//     publisher refuses what that does not cover (CheckDelay).
 //   - SubscribeDriver: Subscribe starts one Receiver per (topic, group)
 //     subscription. Optional: ProvisionDriver, LagDriver,
-//     RemoveTopicDriver, relay.HealthChecker.
+//     RemoveTopicDriver, relay.HealthChecker, DueHolder.
 //   - Receiver: Receive returns between 1 and max messages (blocking until
 //     it has some or ctx is done), Settle applies a batch of acks and
 //     nacks, Release hands unsettled messages back to the group at once,

@@ -42,6 +42,7 @@ type Publisher struct {
 	d     PublishDriver
 	caps  relay.Capabilities
 	grace time.Duration
+	stamp bool // the driver holds delayed messages until due (DueHolder)
 
 	mu       sync.Mutex
 	closed   bool
@@ -61,7 +62,7 @@ func NewPublisher(d PublishDriver, closeGrace time.Duration) *Publisher {
 		closeGrace = DefaultCloseTimeout
 	}
 	kill, cancel := context.WithCancel(context.Background())
-	return &Publisher{d: d, caps: d.Capabilities(), grace: closeGrace, kill: kill, cancel: cancel,
+	return &Publisher{d: d, caps: d.Capabilities(), grace: closeGrace, stamp: holdsUntilDue(d), kill: kill, cancel: cancel,
 		slots: make(chan struct{}, DefaultAsyncInFlight), done: make(chan struct{})}
 }
 
@@ -105,6 +106,9 @@ func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 	}
 	if len(msgs) == 0 {
 		return nil
+	}
+	if p.stamp {
+		msgs = stampDue(msgs)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

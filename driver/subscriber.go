@@ -109,6 +109,10 @@ type Subscriber struct {
 	d    SubscribeDriver
 	opts Options
 	caps relay.Capabilities
+	// hold: the driver holds delayed messages until due (DueHolder, with
+	// a native NackAfter); holds counts what was held.
+	hold  bool
+	holds holds
 
 	closing context.Context
 	cancel  context.CancelFunc
@@ -125,7 +129,9 @@ type Subscriber struct {
 func NewSubscriber(d SubscribeDriver, opts Options) *Subscriber {
 	opts.defaults()
 	closing, cancel := context.WithCancel(context.Background())
-	return &Subscriber{d: d, opts: opts, caps: d.Capabilities(), closing: closing, cancel: cancel, active: map[*subscription]struct{}{}}
+	caps := d.Capabilities()
+	return &Subscriber{d: d, opts: opts, caps: caps, hold: caps.NativeDelay && holdsUntilDue(d),
+		closing: closing, cancel: cancel, active: map[*subscription]struct{}{}}
 }
 
 // Health implements relay.HealthChecker: ErrClosed after Close; the
@@ -266,6 +272,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		flushReq:  make(chan struct{}, 1),
 		native:    s.caps.NativeDelay,
 		maxDelay:  s.caps.MaxDelay,
+		hold:      s.hold,
 		log:       s.opts.Logger.With("topic", topic, "backend", s.caps.Backend),
 	}
 	s.mu.Lock()

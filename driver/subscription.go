@@ -34,6 +34,7 @@ type subscription struct {
 	out       chan *relay.Message
 	native    bool
 	maxDelay  time.Duration
+	hold      bool // the driver holds delayed messages until due (DueHolder)
 	log       *slog.Logger
 
 	mu        sync.Mutex
@@ -159,6 +160,8 @@ func (s *subscription) receiveLoop() {
 	var (
 		msgs   []*relay.Message // reused from batch to batch
 		tokens []uint64
+		keep   []Received // with hold: the messages of a batch that are due
+		held   []Settle   // with hold: the nacks of those that are not
 	)
 	done := s.ctx.Done()
 	for {
@@ -195,9 +198,23 @@ func (s *subscription) receiveLoop() {
 		s.mu.Lock()
 		s.recvErr = nil
 		s.mu.Unlock()
+		received := len(batch)
+		if s.hold {
+			keep, held = s.holdDue(batch, keep, held[:0])
+			batch = keep
+		}
 		msgs, tokens = msgs[:0], tokens[:0]
 		var largest int64
 		s.mu.Lock()
+		if len(held) > 0 {
+			// Not due: nacked with the time remaining, holding a slot only
+			// until the nacks are flushed.
+			s.pending = append(s.pending, held...)
+			s.held += len(held)
+			clear(held)
+			held = held[:0]
+			signal(s.flushReq)
+		}
 		for _, rc := range batch {
 			size := int64(EncodedSize(rc.Msg))
 			largest = max(largest, size)
@@ -205,7 +222,7 @@ func (s *subscription) receiveLoop() {
 			tokens = append(tokens, s.unsettled.put(rc.Handle, size))
 			msgs = append(msgs, rc.Msg)
 		}
-		s.free -= len(batch)
+		s.free -= received
 		s.sizeGuess = max(largest, s.sizeGuess-s.sizeGuess/8)
 		s.mu.Unlock()
 		// The messages are nobody else's until sent: no lock needed.

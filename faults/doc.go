@@ -1,5 +1,6 @@
 // Package faults holds the fault-injection scenarios of relay: broker
-// restarts, consumers killed with SIGKILL, misbehaving handlers, a
+// restarts, consumers killed with SIGKILL (also while holding delayed
+// messages, Message.DeliverAt), misbehaving handlers, a
 // 100k-message backlog and network faults (latency, bandwidth, resets, a
 // black hole) injected by a proxy in front of each backend. Each publishes a known set of message IDs, injects
 // its fault mid-stream and reconciles what arrived: every ID at least once

@@ -40,6 +40,8 @@ func runChild(mode string) int {
 		return runOutboxChild()
 	case "exactly-once":
 		return runExactlyOnceChild()
+	case "delay":
+		return runDelayChild()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		return 2

@@ -9,7 +9,10 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/adapters/amqp"
 	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // The benchmarks compare relay with amqp091-go used directly for the same
@@ -435,4 +438,30 @@ func runConcurrent(b *testing.B, n, g int, publish func() error) {
 		b.Fatal(err)
 	default:
 	}
+}
+
+func BenchmarkDelayLateness(b *testing.B) {
+	c := newCleaner(b)
+	base := brokerURL(b)
+	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+		NewTopic: func(testing.TB) string {
+			topic := unique("bench-delay")
+			c.topic(topic)
+			return topic
+		},
+		NewPublisher: func(t testing.TB) relay.Publisher {
+			p, err := relay.OpenPublisher(context.Background(), base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(base, "group", group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
+		},
+	})
 }

@@ -118,6 +118,9 @@ func validateMessage(m *relay.Message) error {
 		if strings.HasPrefix(k, headerPrefix) {
 			return &relay.LimitError{MessageID: m.ID, What: "metadata key", Detail: fmt.Sprintf("%q: the prefix %s is reserved for relay's own headers", k, headerPrefix)}
 		}
+		if k == headerDue {
+			return &relay.LimitError{MessageID: m.ID, What: "metadata key", Detail: fmt.Sprintf("%q is reserved: relay's due exchange routes delayed messages on it", k)}
+		}
 		if propertyKeys[k] && len(v) > shortstrMax {
 			return &relay.LimitError{MessageID: m.ID, What: "metadata value", Detail: fmt.Sprintf("%q maps to an AMQP property of at most %d bytes; it has %d", k, shortstrMax, len(v))}
 		}
@@ -167,7 +170,7 @@ func decode(d *amqp091.Delivery, isDelayQueue func(string) bool) decoded {
 				out.base = n
 			}
 			continue
-		case strings.HasPrefix(k, headerPrefix):
+		case strings.HasPrefix(k, headerPrefix) || k == headerDue:
 			continue
 		case k == "x-delivery-count":
 			if n, ok := toInt(v); ok {

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +66,73 @@ func TestDelayBuckets(t *testing.T) {
 	}
 	if n := len(delayQueue("t.g", maxDelayExp)) - len("t.g"); n != maxDelaySuffix {
 		t.Errorf("maxDelaySuffix %d, longest suffix %d", maxDelaySuffix, n)
+	}
+	// Due queues are named after the exchange, with their own infix, so
+	// that topic "t.g"'s due queues are not group g of topic t's delay
+	// queues.
+	if got := dueQueue("t", 1024); got != "t.relay-due-1024ms" {
+		t.Errorf("dueQueue = %q", got)
+	}
+	rq := isRelayQueue("t.g", "t")
+	if !rq(dueQueue("t", 8)) || !rq(delayQueue("t.g", 3)) || rq(dueQueue("t.g", 8)) || rq("t.g") || rq(dueExchange("t")) {
+		t.Errorf("isRelayQueue misclassifies")
+	}
+	if dueQueue("t.g", 8) == delayQueue("t", 3) || dueQueue("t.g", 8) == delayQueue("t.g", 3) {
+		t.Errorf("due and delay queue names collide")
+	}
+	if n := len(dueQueue("t", dueBucket(MaxDelay))) - len("t"); n != maxDueSuffix {
+		t.Errorf("maxDueSuffix %d, longest suffix %d", maxDueSuffix, n)
+	}
+}
+
+// TestDueBuckets: a due bucket is never shorter than the delay and less
+// than 2^(1/4) times it (so head-of-line waits in one due queue stay under
+// 19% of a delay); delays 1.2s and 2s, or 500ms and 600ms, get queues of
+// their own.
+func TestDueBuckets(t *testing.T) {
+	step := math.Exp2(1.0 / dueStepsPerDoubling)
+	for ms := int64(1); ms <= 1<<maxDelayExp; ms = ms*3/2 + 1 {
+		d := time.Duration(ms) * time.Millisecond
+		b := dueBucket(d)
+		if time.Duration(b)*time.Millisecond < d {
+			t.Fatalf("dueBucket(%v) = %dms, shorter", d, b)
+		}
+		if ms > 8 && float64(b) >= step*float64(ms)+1 {
+			t.Fatalf("dueBucket(%v) = %dms, %.3f times the delay", d, b, float64(b)/float64(ms))
+		}
+	}
+	if dueBucket(MaxDelay) != 1<<maxDelayExp || dueBucket(0) != 1 {
+		t.Errorf("dueBucket bounds: %d, %d", dueBucket(MaxDelay), dueBucket(0))
+	}
+	for _, p := range [][2]time.Duration{{1200 * time.Millisecond, 2 * time.Second}, {500 * time.Millisecond, 600 * time.Millisecond}} {
+		if dueBucket(p[0]) == dueBucket(p[1]) {
+			t.Errorf("%v and %v share due bucket %d", p[0], p[1], dueBucket(p[0]))
+		}
+	}
+}
+
+// TestDecodeHidesDue: a message that came through a due queue is
+// delivered without the relay-due header, the expiration and the
+// dead-lettering traces of the due queue, but with foreign ones.
+func TestDecodeHidesDue(t *testing.T) {
+	d := &amqp091.Delivery{
+		MessageId: "m1", RoutingKey: "k", Body: []byte("x"),
+		Headers: amqp091.Table{
+			headerDue:              bucketLabel(1024),
+			"app":                  "v",
+			"x-first-death-queue":  dueQueue("t", 1024),
+			"x-first-death-reason": "expired",
+			"x-death": []any{
+				amqp091.Table{"queue": dueQueue("t", 1024), "reason": "expired", "count": int64(1)},
+			},
+		},
+	}
+	dec := decode(d, isRelayQueue("t.g", "t"))
+	if len(dec.msg.Metadata) != 1 || dec.msg.Metadata["app"] != "v" || dec.msg.Key != "k" {
+		t.Errorf("decoded metadata %v key %q, want only app=v and key k", dec.msg.Metadata, dec.msg.Key)
+	}
+	if err := validateMessage(&relay.Message{ID: "x", Metadata: relay.Metadata{headerDue: "1ms"}}); err == nil {
+		t.Error("metadata named relay-due accepted")
 	}
 }
 

@@ -24,7 +24,9 @@
 // queues, where Nack and the release of unsettled messages republish a
 // copy with the next attempt (with nack_mode=requeue requeues are counted
 // in process); NackAfter through per-group delay queues (TTL +
-// dead-lettering); the connection is re-established with backoff and
+// dead-lettering); Message.DeliverAt through per-topic due queues
+// (the same TTL + dead-lettering, to the topic's exchange, four buckets
+// per doubling of the delay; see topology.go); the connection is re-established with backoff and
 // subscriptions resume, while Publish waits for it within its ctx. Every
 // broker round trip is bounded by the caller's ctx: a broker that stops
 // answering makes the call return with ctx's error and the connection is

@@ -75,6 +75,12 @@ func (c *cleaner) run(t testing.TB) {
 	}
 	for topic := range c.topics {
 		_ = ch.ExchangeDelete(topic, false, false)
+		// Delayed delivery's due exchange and queues (see topology.go).
+		dx, dqs := amqp.DueTopology(topic)
+		for _, q := range dqs {
+			_, _ = ch.QueueDelete(q, false, false, false)
+		}
+		_ = ch.ExchangeDelete(dx, false, false)
 	}
 }
 

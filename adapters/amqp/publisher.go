@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +89,9 @@ func capabilities(cfg *Config) relay.Capabilities {
 	if c.NativeDelay {
 		c.MaxDelay = MaxDelay
 	}
+	// Due queues: the broker holds the message (see topology.go).
+	c.DelayedDelivery = relay.DelayNative
+	c.MaxDeliverDelay = MaxDelay
 	return c
 }
 
@@ -160,9 +165,14 @@ func (d *pubDriver) ValidateTopic(topic string) error {
 	return d.names.validatePublish(topic)
 }
 
-func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+func (d *pubDriver) ValidateMessage(topic string, m *relay.Message) error {
 	if err := validateMessage(m); err != nil {
 		return err
+	}
+	if !m.DeliverAt.IsZero() {
+		if err := checkName("due queue", d.names.exchange(topic), maxDueSuffix); err != nil {
+			return err
+		}
 	}
 	limit := headerLimit(int(d.sup.frameMax.Load()))
 	if n := messageHeaderSize(m); n > limit {
@@ -195,13 +205,26 @@ func (d *pubDriver) ensureExchange(ctx context.Context, pc *pubChan, ex string) 
 	return nil
 }
 
+// forgetExchange makes the next publish to ex declare it again, with its
+// due exchange and queues.
 func (d *pubDriver) forgetExchange(ex string) {
 	d.mu.Lock()
 	delete(d.declared, ex)
+	prefix := dueKey(ex, "")
+	for k := range d.declared {
+		if strings.HasPrefix(k, prefix) {
+			delete(d.declared, k)
+		}
+	}
 	d.mu.Unlock()
 }
 
-// SendBatch implements driver.PublishDriver.
+// dueKey is the key of due queue q of exchange ex in declared.
+func dueKey(ex, q string) string { return ex + "\x00due\x00" + q }
+
+// SendBatch implements driver.PublishDriver. Messages due later
+// (Message.DeliverAt) go to the topic's due exchange, the others to the
+// topic's exchange; see sendTo.
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
 	return d.sendBatch(ctx, topic, msgs, d.channel, "")
 }
@@ -209,26 +232,137 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 // sendBatch publishes msgs to topic on the channels that channel returns,
 // with the reply_to property set to replyTo when it is not "". A topic that
 // is a direct reply-to address goes to the default exchange with the
-// address as routing key; a reply that is unroutable there (its requester
-// is gone) counts as delivered: the broker drops it, as it would had the
-// requester closed a moment later.
+// address as routing key, at once (a reply is never delayed); a reply that
+// is unroutable there (its requester is gone) counts as delivered: the
+// broker drops it, as it would had the requester closed a moment later.
 func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.Message, channel func(context.Context) (*pubChan, error), replyTo string) error {
 	ex := d.names.exchange(topic)
-	reply := isReplyAddress(topic)
-	if reply {
-		ex = ""
+	plan := sendPlan{topic: topic, ex: ex, channel: channel, replyTo: replyTo, enc: encode}
+	if isReplyAddress(topic) {
+		plan.ex, plan.reply = "", true
+		return d.result(msgs, d.sendTo(ctx, plan, msgs))
 	}
+	buckets := d.dueBuckets(msgs)
+	if buckets == nil {
+		return d.result(msgs, d.sendTo(ctx, plan, msgs))
+	}
+	var immediate, delayed []*relay.Message
+	need := map[uint64]bool{}
+	for _, m := range msgs {
+		if k, ok := buckets[m]; ok {
+			delayed = append(delayed, m)
+			need[k] = true
+		} else {
+			immediate = append(immediate, m)
+		}
+	}
+	var failed []relay.MessageFailure
+	if len(immediate) > 0 {
+		failed = d.sendTo(ctx, plan, immediate)
+	}
+	ensure := func(ctx context.Context, pc *pubChan) error {
+		for k := range need {
+			if err := d.ensureDue(ctx, pc, ex, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	plan.ex, plan.ensure = dueExchange(ex), ensure
+	plan.enc = func(m *relay.Message) amqp091.Publishing { return encodeDue(m, buckets[m]) }
+	failed = append(failed, d.sendTo(ctx, plan, delayed)...)
+	return d.result(msgs, failed)
+}
+
+// dueBuckets returns the due bucket of each message of msgs due later,
+// nil when there is none.
+func (d *pubDriver) dueBuckets(msgs []*relay.Message) map[*relay.Message]uint64 {
+	var now time.Time
+	var buckets map[*relay.Message]uint64
+	for _, m := range msgs {
+		if m.DeliverAt.IsZero() {
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if delay, ok := driver.Delay(m, now); ok {
+			if buckets == nil {
+				buckets = map[*relay.Message]uint64{}
+			}
+			buckets[m] = dueBucket(delay)
+		}
+	}
+	return buckets
+}
+
+// encodeDue encodes m for its due queue: routed there by headerDue, and
+// expiring when it is due. The expiration counts from now, rounded up to
+// the millisecond, and is taken again at each attempt (a retry later
+// waits less, so the message still falls due at DeliverAt).
+func encodeDue(m *relay.Message, bucket uint64) amqp091.Publishing {
+	p := encode(m)
+	if p.Headers == nil {
+		p.Headers = amqp091.Table{}
+	}
+	p.Headers[headerDue] = bucketLabel(bucket)
+	wait := max(0, time.Until(m.DeliverAt))
+	p.Expiration = strconv.FormatInt(int64((wait+time.Millisecond-1)/time.Millisecond), 10)
+	return p
+}
+
+// ensureDue declares the due exchange of ex and its due queue of bucket k
+// on pc's connection unless it was declared on it already.
+func (d *pubDriver) ensureDue(ctx context.Context, pc *pubChan, ex string, bucket uint64) error {
+	key := dueKey(ex, dueQueue(ex, bucket))
+	d.mu.Lock()
+	g, ok := d.declared[key]
+	d.mu.Unlock()
+	if ok && g == pc.gen {
+		return nil
+	}
+	err := d.sup.rpc(ctx, pc.conn, func() error {
+		pc.lock()
+		defer pc.unlock()
+		return declareDue(pc.ch, ex, bucket)
+	})
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.declared[key] = pc.gen
+	d.mu.Unlock()
+	return nil
+}
+
+// sendPlan is where and how sendTo publishes.
+type sendPlan struct {
+	topic   string
+	ex      string                                  // the exchange published to
+	channel func(context.Context) (*pubChan, error) // the channels to publish on
+	replyTo string                                  // the reply_to property, when not ""
+	reply   bool                                    // topic is a direct reply-to address
+	ensure  func(context.Context, *pubChan) error   // declares what ex needs beyond the topic's exchange
+	enc     func(*relay.Message) amqp091.Publishing // the encoding
+}
+
+// sendTo publishes msgs to exchange ex, which ensureExchange declares (and
+// ensure, when given, whatever else they need), and returns the messages
+// that failed. A dropped connection or channel is waited out (within ctx)
+// and the unconfirmed messages are published again.
+func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Message) []relay.MessageFailure {
+	topic, ex, ensure := plan.topic, plan.ex, plan.ensure
 	pending := make([]*relay.Message, len(msgs))
 	copy(pending, msgs)
 	var failed []relay.MessageFailure
 	bo := backoff.Backoff{Initial: d.cfg.ReconnectMin, Max: d.cfg.ReconnectMax}
 	refusals := 0
 	var lastErr, notConfirmed error
-	giveUp := func(err error) error {
+	giveUp := func(err error) []relay.MessageFailure {
 		for _, m := range pending {
 			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
 		}
-		return d.result(msgs, failed)
+		return failed
 	}
 	for len(pending) > 0 {
 		if lastErr != nil {
@@ -236,7 +370,7 @@ func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.M
 				return giveUp(fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr))
 			}
 		}
-		pc, err := channel(ctx)
+		pc, err := plan.channel(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
 				return giveUp(err)
@@ -244,21 +378,25 @@ func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.M
 			lastErr = err
 			continue
 		}
-		if !reply {
-			if err := d.ensureExchange(ctx, pc, ex); err != nil {
-				if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
-					return giveUp(err)
-				}
-				lastErr = err
-				continue
+		if !plan.reply {
+			err = d.ensureExchange(ctx, pc, d.names.exchange(topic))
+		}
+		if err == nil && ensure != nil {
+			err = ensure(ctx, pc)
+		}
+		if err != nil {
+			if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
+				return giveUp(err)
 			}
+			lastErr = err
+			continue
 		}
 		res := pc.send(ctx, ex, len(pending), func(i int) (string, amqp091.Publishing) {
-			p := encode(pending[i])
-			if replyTo != "" {
-				p.ReplyTo = replyTo
+			p := plan.enc(pending[i])
+			if plan.replyTo != "" {
+				p.ReplyTo = plan.replyTo
 			}
-			if reply {
+			if plan.reply {
 				return topic, p
 			}
 			return pending[i].Key, p
@@ -268,12 +406,17 @@ func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.M
 			switch res.status[i] {
 			case stOK:
 			case stUnroutable:
-				if reply {
+				if plan.reply {
 					continue
 				}
 				r := res.returns[i]
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
 					MessageID: m.ID, Topic: topic, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
+				if ensure != nil {
+					// A due queue went away (deleted by hand): declare the
+					// due topology again on the next publish.
+					d.forgetExchange(d.names.exchange(topic))
+				}
 			case stNacked:
 				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
 			case stPending:
@@ -294,7 +437,7 @@ func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		lastErr = res.chanErr
 		if isNotFound(lastErr) {
-			d.forgetExchange(ex)
+			d.forgetExchange(d.names.exchange(topic))
 		}
 		if isPermanent(lastErr) || isNotFound(lastErr) {
 			if refusals++; refusals > maxRefusals || isPermanent(lastErr) {
@@ -302,7 +445,7 @@ func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.M
 			}
 		}
 	}
-	return d.result(msgs, failed)
+	return failed
 }
 
 // result turns failures into Publish's error: nil, a plain error when every

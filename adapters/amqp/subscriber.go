@@ -172,7 +172,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		d:          d,
 		topic:      topic,
 		queue:      q,
-		isDelay:    isDelayQueueOf(q),
+		isDelay:    isRelayQueue(q, d.names.exchange(topic)),
 		quorum:     d.cfg.QueueType == QueueQuorum,
 		republish:  d.cfg.nackMode() == NackRepublish,
 		delayReady: map[int]uint64{},

@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -23,10 +24,20 @@ import (
 //	                 the smallest 2^k ≥ d in milliseconds; the copy waits with
 //	                 per-message expiration = d, then is dead-lettered through
 //	                 the default exchange back to <queue>
+//	DeliverAt        → exchange <exchange>.relay-due (durable, headers) and
+//	                 queue <exchange>.relay-due-<b>ms (durable, classic)
+//	                 bound to it on header relay-due = "<b>ms", for the
+//	                 smallest bound b = ceil(2^(j/4)) ≥ the delay in
+//	                 milliseconds (see dueBucket); the message
+//	                 waits with per-message expiration = its delay, then is
+//	                 dead-lettered to <exchange> with its own routing key,
+//	                 so that every group's queue gets it when due
 //
-// Publishers declare the exchange; subscribers declare the exchange, the
-// queue and its bindings (Subscribe, Provision, every reconnect), and delay
-// queues when first used.
+// Publishers declare the exchange, and the due exchange and due queues
+// when first used (once per connection each); subscribers declare the
+// exchange, the queue and its bindings (Subscribe, Provision, every
+// reconnect), and delay queues when first used. Nothing deletes delay or
+// due queues: once empty they cost the broker a queue each.
 
 // names derives broker names from topics.
 type names struct {
@@ -54,13 +65,22 @@ func delayBucket(d time.Duration) int {
 	return bits.Len64(ms - 1)
 }
 
-func delayQueue(queue string, k int) string {
-	return queue + delayInfix + strconv.FormatUint(1<<uint(k), 10) + "ms"
-}
+func delayQueue(queue string, k int) string { return bucketName(queue, delayInfix, 1<<uint(k)) }
+
+// bucketName names the queue of base for the delay bucket whose delays
+// are at most ms milliseconds.
+func bucketName(base, infix string, ms uint64) string { return base + infix + bucketLabel(ms) }
+
+// bucketLabel is "<ms>ms".
+func bucketLabel(ms uint64) string { return strconv.FormatUint(ms, 10) + "ms" }
 
 // isDelayQueueOf returns a predicate telling the delay queues of queue.
-func isDelayQueueOf(queue string) func(string) bool {
-	prefix := queue + delayInfix
+func isDelayQueueOf(queue string) func(string) bool { return isBucketOf(queue, delayInfix) }
+
+// isBucketOf returns a predicate telling the bucket queues of base with
+// infix (see bucketName).
+func isBucketOf(base, infix string) func(string) bool {
+	prefix := base + infix
 	return func(q string) bool {
 		if !strings.HasPrefix(q, prefix) || !strings.HasSuffix(q, "ms") {
 			return false
@@ -72,6 +92,86 @@ func isDelayQueueOf(queue string) func(string) bool {
 
 // longest delay queue suffix, for name length checks
 var maxDelaySuffix = len(delayInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
+
+// Delayed delivery (Message.DeliverAt) goes through the topic's due
+// exchange into its due queues.
+const (
+	dueInfix = ".relay-due-"
+	// headerDue is the header the due exchange routes on. It is not
+	// x-relay-*: a headers exchange ignores names starting with x-.
+	headerDue = "relay-due"
+)
+
+func dueExchange(exchange string) string             { return exchange + ".relay-due" }
+func dueQueue(exchange string, ms uint64) string     { return bucketName(exchange, dueInfix, ms) }
+func isDueQueueOf(exchange string) func(string) bool { return isBucketOf(exchange, dueInfix) }
+
+var maxDueSuffix = len(dueInfix) + len(strconv.FormatUint(1<<maxDelayExp, 10)) + len("ms")
+
+// DueTopology returns the names of the due exchange and of every due
+// queue that delayed delivery can declare for exchange (a topic's
+// exchange, with its prefix): what to delete, with the exchange, when a
+// topic is retired. They are declared only when used; deleting one that
+// does not exist is harmless in RabbitMQ.
+func DueTopology(exchange string) (dueExchangeName string, dueQueues []string) {
+	for b := uint64(1); ; {
+		dueQueues = append(dueQueues, dueQueue(exchange, b))
+		if b >= 1<<maxDelayExp {
+			return dueExchange(exchange), dueQueues
+		}
+		b = dueBucket(time.Duration(b+1) * time.Millisecond)
+	}
+}
+
+// isRelayQueue returns a predicate telling relay's delay queues of a
+// group's queue and due queues of its topic's exchange, whose
+// dead-lettering traces relay hides.
+func isRelayQueue(queue, exchange string) func(string) bool {
+	delay, due := isDelayQueueOf(queue), isDueQueueOf(exchange)
+	return func(q string) bool { return delay(q) || due(q) }
+}
+
+// dueStepsPerDoubling is how many due buckets span each doubling of the
+// delay. RabbitMQ expires messages only at the head of a queue, so a
+// message waits behind a longer-delayed one published before it into the
+// same bucket: with bounds 2^(1/4) apart it is late by less than 19% of
+// its delay (2^k buckets, as NackAfter's, would allow up to 100%), at the
+// cost of up to four queues per doubling of the delays a topic uses.
+const dueStepsPerDoubling = 4
+
+// dueBucket is the due bucket of a delay of d: the smallest bound
+// ceil(2^(j/4)) milliseconds, j ≥ 0, that is at least d (rounded up to
+// the millisecond), and at most 2^maxDelayExp.
+func dueBucket(d time.Duration) uint64 {
+	ms := uint64((d + time.Millisecond - 1) / time.Millisecond)
+	if ms <= 1 {
+		return 1
+	}
+	j := int(math.Ceil(dueStepsPerDoubling * math.Log2(float64(ms))))
+	for {
+		b := uint64(math.Ceil(math.Exp2(float64(j) / dueStepsPerDoubling)))
+		if b >= ms || b >= 1<<maxDelayExp {
+			return min(b, 1<<maxDelayExp)
+		}
+		j++ // float rounding fell short
+	}
+}
+
+// declareDue declares the due exchange of exchange and its due queue of
+// bucket ms, bound to it on headerDue. It is idempotent.
+func declareDue(ch *amqp091.Channel, exchange string, ms uint64) error {
+	dx, q := dueExchange(exchange), dueQueue(exchange, ms)
+	if err := declareExchange(ch, dx, amqp091.ExchangeHeaders); err != nil {
+		return err
+	}
+	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-dead-letter-exchange": exchange}); err != nil {
+		return fmt.Errorf("relay/amqp: declaring due queue %q: %w", q, err)
+	}
+	if err := ch.QueueBind(q, "", dx, false, amqp091.Table{"x-match": "all", headerDue: bucketLabel(ms)}); err != nil {
+		return fmt.Errorf("relay/amqp: binding due queue %q to %q: %w", q, dx, err)
+	}
+	return nil
+}
 
 // checkName checks a broker name derived from a topic (with the prefixes and
 // the group): valid UTF-8, no control characters (bytes below 0x20 and

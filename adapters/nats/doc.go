@@ -54,4 +54,25 @@
 // values are kept as "<name>#2", "<name>#3", ... (the next free number
 // when that name is taken); without Nats-Msg-Id its ID is
 // "nats:<stream>:<stream sequence>".
+//
+// # Delayed delivery
+//
+// nats-server before 2.12 has no message scheduling, so a message with a
+// Message.DeliverAt in the future is stored in the topic's stream at once,
+// carrying its due time in the metadata header relay-deliver-at
+// (driver.DeliverAtHeader, RFC 3339), and the shared subscription layer
+// holds it (driver.DueHolder): a subscription that receives it before it
+// is due -NAKs it with the time remaining as delay, without delivering it
+// or taking a window slot, and delivers it once due, without the header.
+// Capabilities.DelayedDelivery is relay.DelayEmulated, with no maximum.
+// The server keeps the -NAK delay in the consumer, so the hold outlives
+// the subscription and the process; a message that falls due while no
+// subscriber runs is delivered by the next one at once. What it costs:
+// every hold is a delivery in JetStream's count (max_deliver= counts
+// holds; Attempt has this Subscriber's holds taken off, see
+// driver.DueHolder for what it cannot know), a held message counts in
+// Lag and in max_ack_pending while it waits (so more than max_ack_pending
+// delayed messages waiting stall the group's deliveries until the
+// earliest fall due), and a consumer that is not
+// relay (nats CLI, another client) sees it at once, header and all.
 package nats

@@ -27,6 +27,7 @@ func capabilities(maxPayload int) relay.Capabilities {
 		CrossProcess:        true,
 		Ordering:            relay.OrderPerTopic,
 		NativeDelay:         true,
+		DelayedDelivery:     relay.DelayEmulated, // held by subscribers: see DueHolder
 		NativeDeadLetter:    false,
 		AttemptFromBroker:   true,
 		Replay:              false,
@@ -130,6 +131,11 @@ type pubDriver struct {
 }
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// HoldsUntilDue implements driver.DueHolder: a delayed message is
+// published at once with its due time in a header, and subscriptions hold
+// it with NakWithDelay until then (see the package doc).
+func (d *pubDriver) HoldsUntilDue() bool { return true }
 
 // Health implements relay.HealthChecker: the connection's status.
 func (d *pubDriver) Health() error { return connHealth(d.nc) }

@@ -62,6 +62,11 @@ type subDriver struct {
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
 
+// HoldsUntilDue implements driver.DueHolder: a message whose
+// relay-deliver-at header is in the future is nacked with NakWithDelay
+// until then instead of being delivered.
+func (d *subDriver) HoldsUntilDue() bool { return true }
+
 // Health implements relay.HealthChecker: the connection's status.
 func (d *subDriver) Health() error { return connHealth(d.nc) }
 

@@ -5,9 +5,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // validText reports why s cannot be stored in a PostgreSQL text column
@@ -57,13 +59,24 @@ type row struct {
 	id, key          string
 	mdKeys, mdValues []string
 	payload          []byte
+	// delayUS is how long from the insert its delivery rows stay
+	// invisible, in microseconds (0: claimable at once).
+	delayUS int64
 }
 
 // toRow lays out m for the messages table: metadata sorted by name (so
 // that rows are stable and readable), never NULL arrays, and a present
-// payload even when m.Payload is nil.
+// payload even when m.Payload is nil. A DeliverAt in the future becomes
+// the delay of its delivery rows, rounded up to the microsecond and
+// measured from now: the insert adds it to its own clock_timestamp(),
+// which is later, so the rows are never visible before DeliverAt.
 func toRow(m *relay.Message) row {
 	r := row{id: m.ID, key: m.Key, mdKeys: make([]string, 0, len(m.Metadata)), mdValues: make([]string, 0, len(m.Metadata)), payload: m.Payload}
+	if !m.DeliverAt.IsZero() {
+		if d, ok := driver.Delay(m, time.Now()); ok {
+			r.delayUS = int64((d + time.Microsecond - 1) / time.Microsecond)
+		}
+	}
 	for k := range m.Metadata {
 		r.mdKeys = append(r.mdKeys, k)
 	}
@@ -78,7 +91,7 @@ func toRow(m *relay.Message) row {
 }
 
 func (r row) args(topic string) []any {
-	return []any{topic, r.id, r.key, r.mdKeys, r.mdValues, r.payload}
+	return []any{topic, r.id, r.key, r.mdKeys, r.mdValues, r.payload, r.delayUS}
 }
 
 // DecodeMetadata turns the md_keys and md_values arrays of a messages row

@@ -76,6 +76,23 @@
 // unsettled rows are released (visible_at = now(), lease cleared) and the
 // group is notified.
 //
+// # Delayed delivery
+//
+// A message with a Message.DeliverAt in the future is stored like any
+// other, its delivery rows with visible_at = clock_timestamp() + the
+// delay (rounded up to the microsecond), so no claim takes it before
+// then (Capabilities.DelayedDelivery is relay.DelayNative, with no
+// maximum). PublishTx and PublishSQLTx do the same: the delay counts from
+// the insert, not from the start of the caller's transaction, and the
+// row is invisible until commit anyway. It is the database that holds
+// the message: publisher and subscribers may all restart meanwhile.
+// A subscription that finds nothing claimable asks the database when the
+// group's next row becomes claimable (min(visible_at) over its rows not
+// claimable now: a scan of the group's waiting rows, only when idle) and
+// wakes then, so a due message is claimed within a round trip, not a
+// poll period. Due delayed messages are claimed in message id order
+// (publish order), like the rest.
+//
 // # Ordering
 //
 // A group's rows are claimed in message id order, which is commit order

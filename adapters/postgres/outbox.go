@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -67,6 +68,9 @@ func (o Outbox) prepare(topic string, msgs []*relay.Message) (*queries, error) {
 			m.ID = relay.NewID()
 		}
 		if err := driver.CheckSize(m, caps); err != nil {
+			return nil, err
+		}
+		if err := driver.CheckDelay(m, caps, time.Now()); err != nil {
 			return nil, err
 		}
 		if err := checkText(m); err != nil {

@@ -23,6 +23,7 @@ func capabilities(maxBytes int) relay.Capabilities {
 		CrossProcess:      true,
 		Ordering:          relay.OrderPerTopic,
 		NativeDelay:       true,
+		DelayedDelivery:   relay.DelayNative,
 		NativeDeadLetter:  false,
 		AttemptFromBroker: true,
 		MaxMessageBytes:   maxBytes,

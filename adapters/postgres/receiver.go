@@ -44,15 +44,22 @@ func newReceiver(d *subDriver, topic string) *receiver {
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
 // Receive claims up to max claimable rows in message order. When there
-// are none it waits for a notification, the next delay of its own
-// NackAfter to pass, or the poll period, and claims again.
+// are none it asks the database when the group's next row becomes
+// claimable (a delayed message or a NackAfter falls due, a lease runs
+// out) and waits for that, a notification, the next delay of its own
+// NackAfter to pass, or the poll period, whichever comes first, and
+// claims again.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
 		out, err := r.claim(ctx, max)
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
-		wait, acked := r.startWait()
+		next, err := r.nextDue(ctx)
+		if err != nil {
+			return nil, err
+		}
+		wait, acked := r.startWait(next)
 		if acked {
 			continue // acks came in meanwhile: send them now
 		}
@@ -72,10 +79,26 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 	}
 }
 
+// nextDue is how long until the group's next row becomes claimable, or
+// the poll period when no row waits (or it is further off).
+func (r *receiver) nextDue(ctx context.Context) (time.Duration, error) {
+	var us *int64
+	if err := r.d.pool.QueryRow(ctx, r.d.q.nextDue, r.topic, r.d.cfg.Group).Scan(&us); err != nil {
+		return 0, fmt.Errorf("relay/postgres: looking for the next due message of %q: %w", r.topic, err)
+	}
+	if us == nil {
+		return r.d.cfg.Poll, nil
+	}
+	// One microsecond more: the claim compares with its own now(), which
+	// must have passed the row's visible_at.
+	return min(r.d.cfg.Poll, max(0, time.Duration(*us+1)*time.Microsecond)), nil
+}
+
 // startWait marks the receiver as waiting and returns how long to wait:
-// the poll period, or less when a delayed nack is due sooner. It reports
-// instead that acks are waiting to be sent, and then does not mark it.
-func (r *receiver) startWait() (time.Duration, bool) {
+// next (at most the poll period), or less when a delayed nack is due
+// sooner. It reports instead that acks are waiting to be sent, and then
+// does not mark it.
+func (r *receiver) startWait(next time.Duration) (time.Duration, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.acked) > 0 {
@@ -84,7 +107,7 @@ func (r *receiver) startWait() (time.Duration, bool) {
 	r.waiting = true
 	now := time.Now()
 	r.due = slices.DeleteFunc(r.due, func(t time.Time) bool { return !t.After(now) })
-	wait := r.d.cfg.Poll
+	wait := next
 	for _, t := range r.due {
 		wait = min(wait, t.Sub(now))
 	}

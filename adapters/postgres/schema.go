@@ -84,6 +84,7 @@ type queries struct {
 	notify   string
 	group    string
 	claim    string
+	nextDue  string
 	lock     string
 	ack      string
 	cleanup  string
@@ -109,12 +110,22 @@ func newQueries(schema string) *queries {
 		listenOn: "LISTEN " + pgx.Identifier{channel}.Sanitize(),
 		// One statement per message: the message row once, one delivery
 		// row per group of the topic; nothing when the topic has no group.
+		// $7 is the delivery delay in microseconds (Message.DeliverAt),
+		// added to clock_timestamp(), not now(): in an outbox transaction
+		// now() is when the transaction began, maybe long before.
 		insert: r.Replace(`WITH m AS (
 	INSERT INTO S.messages (topic, relay_id, key, md_keys, md_values, payload)
 	SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM S.groups WHERE topic = $1)
 	RETURNING id)
-INSERT INTO S.deliveries (topic, group_name, message_id)
-SELECT $1, g.name, m.id FROM m, S.groups g WHERE g.topic = $1`),
+INSERT INTO S.deliveries (topic, group_name, message_id, visible_at)
+SELECT $1, g.name, m.id, CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond' ELSE now() END
+FROM m, S.groups g WHERE g.topic = $1`),
+		// $1 topic, $2 group: how long until the group's next row becomes
+		// claimable (a delayed message falls due, a lease runs out), in
+		// microseconds; NULL when none waits. Run only after a claim found
+		// nothing, it reads the group's rows that are not claimable.
+		nextDue: r.Replace(`SELECT (extract(epoch FROM min(visible_at) - clock_timestamp()) * 1000000)::bigint
+FROM S.deliveries WHERE topic = $1 AND group_name = $2 AND visible_at > now()`),
 		notify: `SELECT pg_notify($1, $2)`,
 		group:  r.Replace(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
 		// Every group, delivery and message row of topic $1, in one statement.

@@ -174,6 +174,12 @@ type Config struct {
 	// (send_concurrency=). Default 10: a Publish of 100 messages is one
 	// round of calls.
 	SendConcurrency int
+	// NoBatchCalls sends one SendMessage / Publish call per message
+	// instead of batch calls (batch_calls=false). For services whose batch
+	// calls drop fields: goaws v0.5.4 ignores a batch entry's
+	// DelaySeconds, so delayed messages sent in batches arrive at once.
+	// AWS needs no such thing.
+	NoBatchCalls bool
 
 	// Group is the subscriber's group (group=): on sns:// each group has
 	// its own queue "<topic>-<group>" subscribed to the topic (shortened
@@ -347,6 +353,7 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	c.FIFOHighThroughput = p.Bool("fifo_high_throughput", false)
 	c.MaxBytes = p.Int("max_bytes", DefaultMaxBytes, 1)
 	c.SendConcurrency = p.Int("send_concurrency", DefaultSendConcurrency, 1)
+	c.NoBatchCalls = !p.Bool("batch_calls", true)
 	c.Group = p.String("group", "")
 	c.Queue = p.String("queue", "")
 	if err := p.Err(); err != nil {

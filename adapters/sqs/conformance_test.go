@@ -2,6 +2,7 @@ package sqs_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestConformanceSQS(t *testing.T) {
 	base := baseURL(t, relaysqs.SchemeSQS, conformanceVisibility)
 	h := adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
-			p, err := relay.OpenPublisher(context.Background(), base)
+			p, err := relay.OpenPublisher(context.Background(), delayURL(t, base))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,6 +69,19 @@ func TestConformanceSQS(t *testing.T) {
 		}
 	}
 	adaptertest.Run(t, h)
+}
+
+// delayURL is base for a publisher of the check running as t: goaws
+// v0.5.4 ignores DelaySeconds in SendMessageBatch entries (it honours it
+// in SendMessage), so on goaws the delayed-delivery checks publish with
+// one call per message (batch_calls=false). Against AWS or another
+// service (RELAY_TEST_SQS_ENDPOINT) they use batch calls like every other
+// check.
+func delayURL(t testing.TB, base string) string {
+	if service(t).Emulated && strings.Contains(t.Name(), "/Delayed") {
+		return base + "&batch_calls=false"
+	}
+	return base
 }
 
 func TestConformanceSNS(t *testing.T) {

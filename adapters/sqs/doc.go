@@ -78,4 +78,19 @@
 // the receipt: Capabilities().MaxDelay is 11 hours, and a delay that
 // would end past the cap (a message held for hours, then nacked with a
 // long delay) is shortened to fit, with a warning.
+//
+// # Delayed delivery
+//
+// On sqs:// a Message.DeliverAt in the future is sent as the message's
+// DelaySeconds, rounded up to the whole second so that it is never
+// delivered early (Capabilities.DelayedDelivery is relay.DelayNative,
+// MaxDeliverDelay 15 minutes: SQS's limit; beyond it Publish fails with
+// a *relay.LimitError). SQS holds the message: nothing of relay needs to
+// run meanwhile. FIFO queues take no per-message delay: a delayed message
+// to a ".fifo" queue fails with relay.ErrDelayUnsupported naming FIFO,
+// and with fifo=true the publisher declares no delayed delivery. SNS has
+// no delay: sns:// declares none and refuses delayed messages. goaws
+// v0.5.4 honours DelaySeconds in SendMessage but ignores it in
+// SendMessageBatch entries; batch_calls=false (one call per message)
+// makes delays work there, at ten times the calls.
 package sqs

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
@@ -60,11 +61,18 @@ func (d *pubDriver) ValidateTopic(topic string) error {
 }
 
 // ValidateMessage implements driver.MessageValidator: a FIFO topic needs a
-// Key, and the encoded message must fit MaxBytes.
+// Key and takes no delayed message, and the encoded message must fit
+// MaxBytes.
 func (d *pubDriver) ValidateMessage(topic string, m *relay.Message) error {
 	if isFIFO(topic) && m.Key == "" {
 		return &relay.LimitError{MessageID: m.ID, What: "key",
 			Detail: fmt.Sprintf("required on FIFO %s %q: the Key is the MessageGroupId that orders messages", d.noun(), topic)}
+	}
+	if isFIFO(topic) && !m.DeliverAt.IsZero() {
+		if delay, ok := driver.Delay(m, time.Now()); ok {
+			return fmt.Errorf("relay/sqs: message %s due in %v on FIFO queue %q: FIFO queues take no per-message DelaySeconds (use a standard queue, or the queue's own DelaySeconds attribute): %w",
+				m.ID, delay.Round(time.Millisecond), topic, relay.ErrDelayUnsupported)
+		}
 	}
 	return driver.SizeError(m, encodedSize(m), d.cfg.MaxBytes)
 }
@@ -81,11 +89,27 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	return d.SendAll(ctx, topic, msgs)
 }
 
+// MaxDeliverDelay is the longest Message.DeliverAt ahead SQS takes:
+// DelaySeconds is at most 900.
+const MaxDeliverDelay = 15 * time.Minute
+
 // outgoing is one message on its way.
 type outgoing struct {
-	m   *relay.Message
-	e   encoded
-	err error // set when it failed
+	m     *relay.Message
+	e     encoded
+	delay int32 // DelaySeconds: DeliverAt rounded up to whole seconds
+	err   error // set when it failed
+}
+
+// delaySeconds is DelaySeconds for m: how far ahead of now its DeliverAt
+// is, rounded up to the second so that it is never delivered early
+// (0 for none). A send retried later keeps it, so arrives later still.
+func delaySeconds(m *relay.Message, now time.Time) int32 {
+	d, ok := driver.Delay(m, now)
+	if !ok {
+		return 0
+	}
+	return int32(min((d+time.Second-1)/time.Second, MaxDeliverDelay/time.Second))
 }
 
 // chunk is one batch call's worth of messages.
@@ -105,8 +129,15 @@ type chunk struct {
 func (d *pubDriver) SendAll(ctx context.Context, topic string, msgs []*relay.Message) error {
 	fifo := isFIFO(topic)
 	items := make([]*outgoing, len(msgs))
+	var now time.Time
 	for i, m := range msgs {
 		items[i] = &outgoing{m: m, e: encode(m, false)}
+		if !m.DeliverAt.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			items[i].delay = delaySeconds(m, now)
+		}
 	}
 	chunks := pack(items, d.cfg.MaxBytes, fifo)
 
@@ -316,10 +347,11 @@ type entry struct {
 	body         string
 	attrs        map[string]string
 	group, dedup *string
+	delay        int32 // DelaySeconds (SQS only; SNS has none)
 }
 
 func newEntry(i int, it *outgoing, fifo bool) entry {
-	e := entry{id: strconv.Itoa(i), body: it.e.body, attrs: it.e.attrs}
+	e := entry{id: strconv.Itoa(i), body: it.e.body, attrs: it.e.attrs, delay: it.delay}
 	if fifo {
 		e.group = aws.String(fifoID(it.m.Key))
 		e.dedup = aws.String(fifoID(it.m.ID))
@@ -359,7 +391,7 @@ func sqsPublishAPI(c *clients, topo *topology) publishAPI {
 			in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: make([]sqstypes.SendMessageBatchRequestEntry, len(entries))}
 			for i, e := range entries {
 				in.Entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(e.id), MessageBody: aws.String(e.body),
-					MessageAttributes: sqsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup}
+					MessageAttributes: sqsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup, DelaySeconds: e.delay}
 			}
 			out, err := c.sqs.SendMessageBatch(ctx, in)
 			if err != nil {
@@ -372,7 +404,7 @@ func sqsPublishAPI(c *clients, topo *topology) publishAPI {
 		},
 		single: func(ctx context.Context, url string, e entry) error {
 			_, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(e.body),
-				MessageAttributes: sqsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup})
+				MessageAttributes: sqsAttrs(e.attrs), MessageGroupId: e.group, MessageDeduplicationId: e.dedup, DelaySeconds: e.delay})
 			return err
 		},
 		missing: isQueueMissing,

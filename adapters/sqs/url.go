@@ -131,7 +131,9 @@ func newPublisher(ctx context.Context, scheme string, cfg Config, opts []Option)
 	if scheme == SchemeSNS {
 		api = snsPublishAPI(e.c, e.topo)
 	}
-	return driver.NewPublisher(&pubDriver{endpoint: e, api: api}, 0), nil
+	d := &pubDriver{endpoint: e, api: api}
+	d.noBatch.Store(cfg.NoBatchCalls)
+	return driver.NewPublisher(d, 0), nil
 }
 
 func newSubscriber(ctx context.Context, scheme string, cfg Config, opts []Option) (relay.Subscriber, error) {
@@ -163,6 +165,13 @@ func capabilities(scheme string, cfg Config) relay.Capabilities {
 	}
 	if cfg.FIFO {
 		c.Ordering = relay.OrderPerKey
+	}
+	// DelaySeconds is per message on standard queues only; SNS has no
+	// delay at all. (A FIFO queue among standard ones, without fifo=true,
+	// is refused per message by ValidateMessage.)
+	if scheme == SchemeSQS && !cfg.FIFO {
+		c.DelayedDelivery = relay.DelayNative
+		c.MaxDeliverDelay = MaxDeliverDelay
 	}
 	if scheme == SchemeSNS {
 		c.RetainedBeforeGroup = "dropped unless the group was provisioned (Provision or an earlier Subscribe): SNS delivers only to existing subscriptions"
