@@ -38,6 +38,8 @@ func runChild(mode string) int {
 		return runSlowChild()
 	case "outbox":
 		return runOutboxChild()
+	case "delaymover":
+		return runMoverChild()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		return 2
