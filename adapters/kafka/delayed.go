@@ -209,6 +209,15 @@ type mover struct {
 	parts map[tp]*moverPart
 	held  heldHeap
 	seq   uint64 // orders held records of one time, and numbers partition states
+	// out are the records routed under mu, produced by run after it lets
+	// go of mu (Produce may block while the client's buffer is full, and
+	// the promises that free it take mu).
+	out []outRecord
+}
+
+type outRecord struct {
+	rec *kgo.Record
+	it  *heldItem
 }
 
 type tp struct {
@@ -321,7 +330,13 @@ func (mv *mover) run(ctx context.Context) {
 		mv.mu.Lock()
 		wake := mv.routeLocked(time.Now())
 		offsets := mv.commitsLocked(nil)
+		out := mv.out
+		mv.out = nil
 		mv.mu.Unlock()
+		for _, o := range out {
+			it := o.it
+			mv.cl.Produce(context.Background(), o.rec, func(_ *kgo.Record, err error) { mv.produced(it, err) })
+		}
 		mv.commit(ctx, offsets)
 		if ctx.Err() != nil {
 			return
@@ -421,8 +436,8 @@ func (mv *mover) routeLocked(now time.Time) (wake time.Time) {
 }
 
 // dispatchLocked sends it on by the time left until its due time: to the
-// target when due, to a bucket when a second or more is left, else into
-// memory until due.
+// target when due, to a bucket when a second or more is left (both queued
+// in out, for run to produce), else into memory until due.
 func (mv *mover) dispatchLocked(it *heldItem, now time.Time) {
 	due, _, _ := delayHeaders(it.rec)
 	left := due.Sub(now)
@@ -439,7 +454,7 @@ func (mv *mover) dispatchLocked(it *heldItem, now time.Time) {
 		heap.Push(&mv.held, it)
 		return
 	}
-	mv.cl.Produce(context.Background(), out, func(_ *kgo.Record, err error) { mv.produced(it, err) })
+	mv.out = append(mv.out, outRecord{out, it})
 }
 
 // produced settles it once its record is acknowledged, or holds it for a
