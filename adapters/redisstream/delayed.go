@@ -84,14 +84,18 @@ func dueScore(t time.Time) float64 {
 // moveDue moves up to ARGV[1] members of the sorted set KEYS[1] whose
 // score is at most the server's time in ms to the stream KEYS[2], one
 // XADD each (trimmed as the member says), removing each member right after
-// its XADD. Atomic: a member is either in the set or in the stream. It
-// returns {moved, score of the earliest member left or "", server ms}.
+// its XADD. Atomic: a member is either in the set or in the stream. A
+// member that cannot be moved (not of relay's making, or refused by XADD)
+// stays in the set and the others move on. It
+// returns {moved, score of the earliest member left or "", server ms,
+// failed, the first failure's error or ""}.
 var moveDue = redis.NewScript(`
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-for _, m in ipairs(due) do
+local moved, failed, firstErr = 0, 0, ''
+local function move(m)
   local b1 = string.find(m, '|', 1, true)
   local b2 = string.find(m, '|', b1 + 1, true)
   local trim = string.sub(m, b1 + 1, b2 - 1)
@@ -112,10 +116,19 @@ for _, m in ipairs(due) do
     pos = c + len + 1
   end
   redis.call('XADD', unpack(args))
-  redis.call('ZREM', KEYS[1], m)
+end
+for _, m in ipairs(due) do
+  local ok, err = pcall(move, m)
+  if ok then
+    redis.call('ZREM', KEYS[1], m)
+    moved = moved + 1
+  else
+    failed = failed + 1
+    if firstErr == '' then firstErr = tostring(err and (err.err or err) or 'error') end
+  end
 end
 local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-return {#due, nxt[2] or '', now}
+return {moved, nxt[2] or '', now, failed, firstErr}
 `)
 
 // movers runs one mover per stream key for a subscriber, however many of
@@ -180,13 +193,14 @@ func (ms *movers) run(ctx context.Context, key string, done chan struct{}) {
 	bo := backoff.Backoff{Max: 5 * time.Second}
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var warned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		wait, err := ms.moveOnce(ctx, keys)
+		wait, err := ms.moveOnce(ctx, keys, &warned)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -201,18 +215,32 @@ func (ms *movers) run(ctx context.Context, key string, done chan struct{}) {
 }
 
 // moveOnce runs moveDue once and returns how long to wait before the next run.
-func (ms *movers) moveOnce(ctx context.Context, keys []string) (time.Duration, error) {
+// warned is when the caller last logged members that cannot be moved.
+func (ms *movers) moveOnce(ctx context.Context, keys []string, warned *time.Time) (time.Duration, error) {
 	res, err := moveDue.Run(ctx, ms.c, keys, moveBatch).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("relay/redis: moving due delayed messages of %q: %w", keys[1], err)
 	}
-	if len(res) != 3 {
+	if len(res) != 5 {
 		return 0, fmt.Errorf("relay/redis: moving due delayed messages of %q: unexpected reply %v", keys[1], res)
 	}
 	moved, _ := res[0].(int64)
 	now, _ := res[2].(int64)
-	if moved >= moveBatch {
-		return 0, nil
+	failed, _ := res[3].(int64)
+	if failed > 0 {
+		// They stay in the set, due, and are tried again on every run:
+		// say so at most once a minute.
+		if time.Since(*warned) > time.Minute {
+			*warned = time.Now()
+			ms.log.Warn("relay: redis: due delayed messages cannot be added to their stream; they stay in the delayed set",
+				"stream", keys[1], "failed", failed, "err", res[4])
+		}
+		if moved == 0 {
+			return ms.poll, nil
+		}
+	}
+	if moved > 0 && moved+failed >= moveBatch {
+		return 0, nil // a full batch: more may be due
 	}
 	wait := ms.poll
 	if s, _ := res[1].(string); s != "" {

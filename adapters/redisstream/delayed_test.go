@@ -204,3 +204,30 @@ func TestDelayPollURL(t *testing.T) {
 		t.Errorf("negative DelayPoll: %v, want an error naming it", err)
 	}
 }
+
+// A member the mover cannot move (not of relay's making) stays in the
+// delayed set and does not hold back the messages due after it.
+func TestDelayedBadMemberDoesNotBlock(t *testing.T) {
+	ctx := context.Background()
+	topic, group := relaytest.Unique("delaybad"), relaytest.Unique("g")
+	raw := rawClient(t)
+	cleanupKeys(t, raw, topic)
+	set := topic + redisstream.DelayedSuffix
+	if err := raw.ZAdd(ctx, set, redis.Z{Score: 1, Member: "not|a|7:member"}, redis.Z{Score: 2, Member: "junk"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pub := openPub(t)
+	sub := openSub(t, group, "delay_poll", "20ms")
+	provision(t, sub, topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	m := relay.NewMessage([]byte("after the junk")).DeliverAfter(100 * time.Millisecond)
+	relaytest.Publish(t, pub, topic, m)
+	got := relaytest.Next(t, ch, "the delayed message due after two bad members")
+	if got.ID != m.ID {
+		t.Fatalf("got %s, want %s", got.ID, m.ID)
+	}
+	_ = got.Ack()
+	if left, _ := raw.ZRange(ctx, set, 0, -1).Result(); len(left) != 2 {
+		t.Errorf("delayed set holds %q, want the two bad members", left)
+	}
+}
