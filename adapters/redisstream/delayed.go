@@ -33,6 +33,11 @@ const DelayedSuffix = ":relay-delayed"
 // DefaultDelayPoll is SubscriberConfig.DelayPoll's default.
 const DefaultDelayPoll = 100 * time.Millisecond
 
+// maxDelayedMetadata bounds the metadata entries of a delayed message: the
+// mover's script passes every field to XADD at once, and Lua unpacks fewer
+// than 8000 values.
+const maxDelayedMetadata = 3900
+
 // moveBatch is how many due members one run of moveDue moves; a full
 // batch makes the mover run again at once.
 const moveBatch = 100

@@ -231,3 +231,46 @@ func TestDelayedBadMemberDoesNotBlock(t *testing.T) {
 		t.Errorf("delayed set holds %q, want the two bad members", left)
 	}
 }
+
+// A delayed message with more metadata entries than the mover's script can
+// pass to XADD is refused at Publish, naming it; the same message without
+// a delay is published.
+func TestDelayedMetadataLimit(t *testing.T) {
+	topic := relaytest.Unique("delaymd")
+	raw := rawClient(t)
+	cleanupKeys(t, raw, topic)
+	pub := openPub(t)
+	md := relay.Metadata{}
+	for i := range 4000 {
+		md[fmt.Sprint("k", i)] = "v"
+	}
+	m := &relay.Message{ID: relay.NewID(), Metadata: md, Payload: []byte("x")}
+	m.DeliverAfter(time.Minute)
+	err := pub.Publish(context.Background(), topic, m)
+	var le *relay.LimitError
+	if !errors.As(err, &le) || le.MessageID != m.ID || le.What != "metadata entries" {
+		t.Fatalf("Publish of a delayed message with 4000 metadata entries: %v, want a *relay.LimitError on metadata entries", err)
+	}
+	if n := raw.ZCard(context.Background(), topic+redisstream.DelayedSuffix).Val(); n != 0 {
+		t.Errorf("refused message in the delayed set (%d members)", n)
+	}
+	m.DeliverAt = time.Time{}
+	relaytest.Publish(t, pub, topic, m)
+
+	// At the limit, with a key, it is moved.
+	at := &relay.Message{ID: relay.NewID(), Key: "k", Metadata: relay.Metadata{}, Payload: []byte("y")}
+	for i := range 3900 {
+		at.Metadata[fmt.Sprint("k", i)] = "v"
+	}
+	at.DeliverAfter(50 * time.Millisecond)
+	relaytest.Publish(t, pub, topic, at)
+	sub := openSub(t, relaytest.Unique("g"))
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	for _, want := range []*relay.Message{m, at} {
+		got := relaytest.Next(t, ch, "message "+want.ID)
+		if got.ID != want.ID || len(got.Metadata) != len(want.Metadata) {
+			t.Errorf("got %s with %d metadata entries, want %s with %d", got.ID, len(got.Metadata), want.ID, len(want.Metadata))
+		}
+		_ = got.Ack()
+	}
+}

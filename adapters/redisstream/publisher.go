@@ -81,8 +81,14 @@ func (d *pubDriver) Health() error {
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
 // ValidateMessage checks the size of the entry as written (field names
-// included) against MaxBytes.
+// included) against MaxBytes, and that a delayed message has no more
+// metadata entries than the mover's script can pass to XADD
+// (maxDelayedMetadata).
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+	if len(m.Metadata) > maxDelayedMetadata && !m.DeliverAt.IsZero() && time.Until(m.DeliverAt) > 0 {
+		return &relay.LimitError{MessageID: m.ID, What: "metadata entries",
+			Detail: fmt.Sprintf("%d on a delayed message; at most %d (the arguments a Lua script can pass to XADD)", len(m.Metadata), maxDelayedMetadata)}
+	}
 	return driver.SizeError(m, encodedSize(m), d.cfg.MaxBytes)
 }
 
