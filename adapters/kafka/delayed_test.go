@@ -154,3 +154,72 @@ func TestDelayTopics(t *testing.T) {
 		t.Errorf("DelayTopics: %v, want %v", got, want)
 	}
 }
+
+// Movers of several subscribers share the bucket partitions in their
+// group, and one that joins while records wait (a rebalance that revokes
+// partitions whose records are in memory) loses nothing: every message
+// arrives, none early. A rebalance may repeat moves (counted, allowed).
+func TestDelayedMoversRebalance(t *testing.T) {
+	c := newCluster(t)
+	topic, group := unique("delayreb"), unique("g")
+	pub := openPub(t, c.url("partitions", "4"))
+	type rec struct {
+		id string
+		at time.Time
+	}
+	out := make(chan rec, 1000)
+	subscribe := func() {
+		sub := openSub(t, c.subURL(group, "partitions", "4"))
+		ch, cancel := relaytest.Subscribe(t, sub, topic)
+		t.Cleanup(cancel)
+		go func() {
+			for m := range ch {
+				out <- rec{m.ID, time.Now()}
+				_ = m.Ack()
+			}
+		}()
+	}
+	subscribe()
+	const n = 200
+	start := time.Now()
+	due := map[string]time.Time{}
+	var msgs []*relay.Message
+	for i := range n {
+		m := relay.NewMessage(fmt.Appendf(nil, "m%d", i))
+		m.Key = fmt.Sprintf("k%d", i%8)
+		m.DeliverAt = start.Add(500*time.Millisecond + time.Duration(i)*4*time.Second/n)
+		due[m.ID] = m.DeliverAt
+		msgs = append(msgs, m)
+	}
+	relaytest.Publish(t, pub, topic, msgs...)
+	time.Sleep(1200 * time.Millisecond) // records now wait in the first mover's memory and buckets
+	subscribe()
+	subscribe()
+	seen := map[string]int{}
+	deadline := time.After(60 * time.Second)
+	for len(seen) < n {
+		select {
+		case r := <-out:
+			if early := due[r.id].Sub(r.at); early > 2*time.Millisecond {
+				t.Errorf("%s delivered %v early", r.id, early)
+			}
+			seen[r.id]++
+		case <-deadline:
+			t.Fatalf("%d of %d delayed messages within 60s", len(seen), n)
+		}
+	}
+	quiet := time.After(time.Second)
+	for done := false; !done; {
+		select {
+		case r := <-out:
+			seen[r.id]++
+		case <-quiet:
+			done = true
+		}
+	}
+	dups := 0
+	for _, k := range seen {
+		dups += k - 1
+	}
+	t.Logf("%d messages, %d repeated deliveries across the rebalances", n, dups)
+}
