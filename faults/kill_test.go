@@ -42,6 +42,8 @@ func runChild(mode string) int {
 		return runExactlyOnceChild()
 	case "delay":
 		return runDelayChild()
+	case "delaymover":
+		return runMoverChild()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		return 2

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
 )
 
 // The benchmarks compare relay with franz-go (kgo) used directly for the
@@ -463,4 +464,16 @@ func rounded(xs []float64) []int {
 		out[i] = int(x)
 	}
 	return out
+}
+
+// BenchmarkDelayLateness reports how late delayed messages arrive past
+// their DeliverAt (p50/p99/max) on kfake:
+//
+//	go test -run '^$' -bench DelayLateness -benchtime 200x ./adapters/kafka/
+func BenchmarkDelayLateness(b *testing.B) {
+	c := benchCluster(b)
+	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, c.url()) },
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c.subURL(group)) },
+	})
 }

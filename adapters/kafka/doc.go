@@ -67,6 +67,16 @@
 // number if another header has that name); a repeated relay-id is the ID
 // once and metadata "relay-id#2" after that.
 //
+// # Delayed delivery
+//
+// A message with a Message.DeliverAt in the future (emulated delayed
+// delivery) is produced to a delay bucket topic of its topic (DelayTopics)
+// instead; while a subscriber has a subscription of the topic, it runs a
+// mover (consumer group "relay-delay-mover.<topic>") that produces due
+// records to the topic and commits a bucket offset only after that produce
+// is acknowledged: at least once, never early, a crash may repeat a move.
+// See docs/kafka.md.
+//
 // # Empty payloads and tombstones
 //
 // A nil or empty Payload is produced as a present 0-byte value, never as a

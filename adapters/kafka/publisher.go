@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -54,6 +55,7 @@ func capabilities(maxBytes int) relay.Capabilities {
 		CrossProcess:        true,
 		Ordering:            relay.OrderPerKey,
 		NativeDelay:         false,
+		DelayedDelivery:     relay.DelayEmulated,
 		NativeDeadLetter:    false,
 		AttemptFromBroker:   false,
 		Replay:              true,
@@ -198,6 +200,8 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 // SendBatchAsync implements driver.AsyncSender: the records go to the
 // client's producer (which keeps them in order per partition, idempotent)
 // and done runs from the last record's promise, or when ctx ends first.
+// A message with a DeliverAt in the future goes to its delay bucket topic
+// instead (see DelayTopics), created first when new.
 // The topic is created first when it is new (a blocking admin call, once
 // per topic).
 func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error)) {
@@ -211,6 +215,23 @@ func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*re
 			return
 		}
 	}
+	var now time.Time // read once, only when some message carries a DeliverAt
+	for _, m := range msgs {
+		if !m.DeliverAt.IsZero() {
+			now = time.Now()
+			break
+		}
+	}
+	if !now.IsZero() && d.create {
+		for _, m := range msgs {
+			if left, ok := driver.Delay(m, now); ok {
+				if err := d.topics.ensure(ctx, bucketTopic(topic, left)); err != nil {
+					done(err)
+					return
+				}
+			}
+		}
+	}
 	b := newBatchWait(ctx, msgs, done)
 	// One allocation for the batch's records and one for their headers.
 	recs := make([]kgo.Record, len(msgs))
@@ -221,7 +242,11 @@ func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*re
 	hdrs := make([]kgo.RecordHeader, nh)
 	for i, m := range msgs {
 		k := 1 + len(m.Metadata)
-		encodeInto(&recs[i], hdrs[:0:k], topic, m)
+		if left, ok := driver.Delay(m, now); ok {
+			encodeDelayed(&recs[i], hdrs[:0:k], topic, m, left)
+		} else {
+			encodeInto(&recs[i], hdrs[:0:k], topic, m)
+		}
 		hdrs = hdrs[k:]
 		d.cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) { b.finish(i, err) })
 	}

@@ -35,7 +35,8 @@ import (
 // the commit position are delivered again to the new owner.
 type receiver struct {
 	d              *subDriver
-	m              *member // set under d.gmu before the receiver is used
+	m              *member               // set under d.gmu before the receiver is used
+	stopMover      func(context.Context) // lets go of the topic's mover of delayed messages; set by Subscribe
 	topic          string
 	log            *slog.Logger
 	window         int
@@ -308,6 +309,15 @@ func (r *receiver) Release(context.Context, []any) error { return nil }
 // the group), or leaves the group if this was its last topic. ctx bounds
 // all of it.
 func (r *receiver) Close(ctx context.Context) error {
+	// The mover of delayed messages stops beside the subscription, so
+	// that the two bounded waits do not add up.
+	moverStopped := make(chan struct{})
+	go func(ctx context.Context) {
+		defer close(moverStopped)
+		if r.stopMover != nil {
+			r.stopMover(ctx)
+		}
+	}(ctx)
 	// A commit of the loop in flight against a broker that stopped
 	// answering must not hold Close past its deadline.
 	defer r.endLife()
@@ -335,6 +345,7 @@ func (r *receiver) Close(ctx context.Context) error {
 		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: paused})
 	}
 	r.d.release(ctx, r)
+	<-moverStopped
 	return nil
 }
 

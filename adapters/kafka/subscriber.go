@@ -57,6 +57,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		scope:  strings.Join(brokers, ",") + "|" + cfg.Group,
 		health: h,
 	}
+	d.movers.d = d
 	// SettleBatch: the whole window, so that a fast handler's acks become
 	// one offset commit per window, as a PollRecords + commit loop makes.
 	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, SettleBatch: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
@@ -74,6 +75,31 @@ type subDriver struct {
 
 	gmu     sync.Mutex
 	members []*member // group members of this subscriber; see Subscribe
+
+	movers movers // of delayed messages, one per subscribed topic
+}
+
+// startMover creates topic's delay bucket topics (unless
+// create_topics=false) and starts its mover of delayed messages, or takes
+// a reference on the running one. The returned func lets go of it.
+func (d *subDriver) startMover(ctx context.Context, topic string) (func(context.Context), error) {
+	if !d.cfg.NoCreateTopics {
+		names := DelayTopics(topic)
+		errs := make([]error, len(names))
+		var wg sync.WaitGroup
+		for i, name := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = d.topics.ensure(ctx, name)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	}
+	return d.movers.acquire(topic)
 }
 
 // Health implements relay.HealthChecker: nil while some broker answers the
@@ -267,7 +293,12 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 			return nil, err
 		}
 	}
+	stopMover, err := d.startMover(actx, topic)
+	if err != nil {
+		return nil, err
+	}
 	r := newReceiver(d, topic)
+	r.stopMover = stopMover
 	d.gmu.Lock()
 	defer d.gmu.Unlock()
 	for _, m := range d.members {
@@ -278,6 +309,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	}
 	m, err := newMember(d, r)
 	if err != nil {
+		stopMover(context.Background())
 		close(r.stop)
 		<-r.loopDone
 		return nil, err

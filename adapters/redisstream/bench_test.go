@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
@@ -321,4 +323,21 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 		got += len(ids)
 	}
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// BenchmarkDelayLateness reports how late delayed messages arrive past
+// their DeliverAt (p50/p99/max), with the default delay_poll:
+//
+//	go test -run '^$' -bench DelayLateness -benchtime 200x ./adapters/redisstream/
+func BenchmarkDelayLateness(b *testing.B) {
+	raw := rawClient(b)
+	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+		NewTopic: func(testing.TB) string {
+			topic := relaytest.Unique("bench-delay")
+			b.Cleanup(func() { raw.Del(context.Background(), topic, topic+redisstream.DelayedSuffix) })
+			return topic
+		},
+		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t) },
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, group) },
+	})
 }

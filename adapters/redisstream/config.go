@@ -120,6 +120,13 @@ type SubscriberConfig struct {
 	// atomically (a Lua script), so a consumer that holds entries is never
 	// removed. Default 24h; negative (consumer_ttl=0 in URLs) disables it.
 	ConsumerTTL time.Duration
+	// DelayPoll is the longest a subscription's mover of delayed messages
+	// (Message.DeliverAt) sleeps between two looks at the stream's delayed
+	// set (delay_poll=). It sleeps until the earliest delayed message is
+	// due, or DelayPoll if that is sooner: a message published meanwhile
+	// with an earlier due time is at most about DelayPoll late. Default
+	// 100ms.
+	DelayPoll time.Duration
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -134,6 +141,7 @@ func (c *SubscriberConfig) defaults() {
 	c.ClaimIdle = cmp.Or(c.ClaimIdle, DefaultClaimIdle)
 	c.ClaimEvery = cmp.Or(c.ClaimEvery, DefaultClaimEvery)
 	c.ConsumerTTL = cmp.Or(c.ConsumerTTL, DefaultConsumerTTL)
+	c.DelayPoll = cmp.Or(c.DelayPoll, DefaultDelayPoll)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
@@ -161,6 +169,9 @@ func (c *SubscriberConfig) Validate() error {
 	}
 	if c.ClaimEvery < 0 {
 		errs = append(errs, fmt.Errorf("relay/redis: ClaimEvery %v is negative", c.ClaimEvery))
+	}
+	if c.DelayPoll < 0 {
+		errs = append(errs, fmt.Errorf("relay/redis: DelayPoll %v is negative", c.DelayPoll))
 	}
 	return errors.Join(errs...)
 }

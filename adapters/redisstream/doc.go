@@ -44,6 +44,12 @@
 // the same consumer), so slow work is not stolen. All consumers of a group
 // should use the same ClaimIdle.
 //
+// A message with a Message.DeliverAt in the future (emulated delayed
+// delivery) is ZADDed to the sorted set Prefix+topic+DelayedSuffix instead,
+// scored by its due time; while a subscriber has a subscription of the
+// topic, it moves due members into the stream with an atomic Lua script on
+// the server's clock, at most DelayPoll late. See docs/redis.md.
+//
 // After a Redis restart the subscription reconnects with backoff and, when
 // the group is gone (a server without persistence), recreates it from "0" so
 // that entries published since the restart are not skipped.

@@ -26,6 +26,7 @@ func capabilities(maxBytes int) relay.Capabilities {
 		Ordering:            relay.OrderPerTopic,
 		NativeDelay:         true,
 		MaxDelay:            maxDelay(DefaultClaimIdle),
+		DelayedDelivery:     relay.DelayEmulated,
 		NativeDeadLetter:    false,
 		AttemptFromBroker:   true,
 		Replay:              false,
@@ -80,8 +81,14 @@ func (d *pubDriver) Health() error {
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
 // ValidateMessage checks the size of the entry as written (field names
-// included) against MaxBytes.
+// included) against MaxBytes, and that a delayed message has no more
+// metadata entries than the mover's script can pass to XADD
+// (maxDelayedMetadata).
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+	if len(m.Metadata) > maxDelayedMetadata && !m.DeliverAt.IsZero() && time.Until(m.DeliverAt) > 0 {
+		return &relay.LimitError{MessageID: m.ID, What: "metadata entries",
+			Detail: fmt.Sprintf("%d on a delayed message; at most %d (the arguments a Lua script can pass to XADD)", len(m.Metadata), maxDelayedMetadata)}
+	}
 	return driver.SizeError(m, encodedSize(m), d.cfg.MaxBytes)
 }
 
@@ -95,7 +102,9 @@ func (d *pubDriver) xaddArgs(key string, m *relay.Message, minID string) *redis.
 	return a
 }
 
-// SendBatch pipelines one XADD per message in one round trip. Messages
+// SendBatch pipelines one XADD per message in one round trip; a message
+// with a DeliverAt in the future is ZADDed to the stream's delayed set
+// instead, in the same pipeline (see DelayedSuffix). Messages
 // that fail with a connection problem (Redis restarting, network down) are
 // sent again with backoff until ctx is done; a message that Redis rejects
 // is reported in a *relay.PublishError.
@@ -105,13 +114,24 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	if d.cfg.MaxAge > 0 {
 		minID = strconv.FormatInt(time.Now().Add(-d.cfg.MaxAge).UnixMilli(), 10) + "-0"
 	}
+	var now time.Time // read once, only when some message carries a DeliverAt
+	for _, m := range msgs {
+		if !m.DeliverAt.IsZero() {
+			now = time.Now()
+			break
+		}
+	}
 	todo := msgs
 	var failed []relay.MessageFailure
 	var bo backoff.Backoff
 	for {
-		cmds := make([]*redis.StringCmd, len(todo))
+		cmds := make([]redis.Cmder, len(todo))
 		_, _ = d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, m := range todo {
+				if _, delayed := driver.Delay(m, now); delayed {
+					cmds[i] = p.ZAdd(ctx, key+DelayedSuffix, redis.Z{Score: dueScore(m.DeliverAt), Member: d.delayedMember(m)})
+					continue
+				}
 				cmds[i] = p.XAdd(ctx, d.xaddArgs(key, m, minID))
 			}
 			return nil

@@ -49,6 +49,10 @@ type receiver struct {
 	freeName func()
 	stopWake func() bool
 
+	// stopMover lets go of the stream's mover of delayed messages; set by
+	// Subscribe.
+	stopMover func()
+
 	window   int
 	lowWater int
 
@@ -435,6 +439,9 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 // deletes the consumer, so that the group's consumer list does not grow
 // with every subscription. The subscription's ctx is done when it is called.
 func (r *receiver) Close(ctx context.Context) error {
+	if r.stopMover != nil {
+		r.stopMover()
+	}
 	select {
 	case <-r.readerDone:
 	case <-ctx.Done():

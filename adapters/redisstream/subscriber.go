@@ -32,7 +32,8 @@ func newSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConf
 	}
 	caps := capabilities(DefaultMaxBytes)
 	caps.MaxDelay = maxDelay(cfg.ClaimIdle) // longer NackAfter delays are emulated by the shared layer
-	d := &subDriver{c: client, cfg: cfg, own: own, caps: caps}
+	d := &subDriver{c: client, cfg: cfg, own: own, caps: caps,
+		movers: &movers{c: client, poll: cfg.DelayPoll, log: cfg.Logger.With("backend", "redis")}}
 	return driver.NewSubscriber(d, driver.Options{
 		InFlight:      cfg.InFlight,
 		InFlightBytes: cfg.InFlightBytes,
@@ -46,6 +47,8 @@ type subDriver struct {
 	cfg  SubscriberConfig
 	own  bool
 	caps relay.Capabilities
+	// movers move the due delayed messages of the subscribed streams.
+	movers *movers
 }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
@@ -56,6 +59,9 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 	return ensureGroup(ctx, d.c, d.cfg.Prefix+topic, d.cfg.Group, d.cfg.Start)
 }
 
+// Subscribe reads topic's stream as a consumer of the group and, while the
+// subscription runs, moves the topic's due delayed messages into the
+// stream (one mover per stream per subscriber, see DelayedSuffix).
 func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
 	key := d.cfg.Prefix + topic
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -65,7 +71,9 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		return nil, err
 	}
 	name, release := acquireConsumer(key, d.cfg.Group, d.cfg.Consumer)
-	return newReceiver(ctx, d, key, name, release), nil
+	r := newReceiver(ctx, d, key, name, release)
+	r.stopMover = d.movers.acquire(key)
+	return r, nil
 }
 
 // Close closes the client when the subscriber opened it from a URL.

@@ -67,6 +67,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		Block:         p.Duration("block", DefaultBlock),
 		ClaimIdle:     p.Duration("claim_idle", DefaultClaimIdle),
 		ClaimEvery:    p.Duration("claim_every", DefaultClaimEvery),
+		DelayPoll:     p.Duration("delay_poll", DefaultDelayPoll),
 	}
 	if c.sub.ConsumerTTL = p.Duration("consumer_ttl", DefaultConsumerTTL); c.sub.ConsumerTTL == 0 {
 		c.sub.ConsumerTTL = -1 // consumer_ttl=0: never remove idle consumers
@@ -85,6 +86,9 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	}
 	if c.sub.ClaimEvery <= 0 {
 		p.Fail("claim_every", "must be positive")
+	}
+	if c.sub.DelayPoll <= 0 {
+		p.Fail("delay_poll", "must be positive")
 	}
 	return c, p.Err()
 }

@@ -1,0 +1,590 @@
+package kafka
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/go-relay/relay"
+)
+
+// Emulated delayed delivery (Message.DeliverAt), see docs/kafka.md.
+//
+// A delayed message for topic T is produced to a delay bucket topic
+// "T.relay-delay-<b>" instead of T: the bucket b is the largest of
+// delayBuckets not above the time left until it is due (the 0s bucket for
+// less than a second). The record is the message's own record plus two
+// headers, its due time and T. Every record of a bucket waits the same b
+// after it was written, so records come due in the order of their
+// offsets: the mover looks only at the head of each partition.
+//
+// The mover (one per target topic per subscriber, a member of the group
+// moverGroup(T)) consumes T's bucket topics. It pauses a partition whose
+// head has not waited its bucket yet; a head that has is routed again by
+// the time left: to T when due, to a smaller bucket when a second or more
+// is left, or it waits in memory (at most maxHeld records) for the last
+// second. A bucket record's offset is committed only once the record it
+// became is acknowledged by the broker: a crash repeats moves (delivers a
+// message twice), never loses one.
+
+// Headers a record carries while it waits in a delay bucket.
+const (
+	headerDelayDue   = "relay-delay-due"   // due time, Unix nanoseconds
+	headerDelayTopic = "relay-delay-topic" // the topic it is due on
+)
+
+// DelayTopicInfix joins a topic and a bucket in a delay bucket topic's
+// name: "orders" + DelayTopicInfix + "10s".
+const DelayTopicInfix = ".relay-delay-"
+
+// delayBuckets are the wait times of the delay bucket topics, ascending;
+// the first is 0: records that wait their last second in the mover.
+var delayBuckets = []time.Duration{0, time.Second, 10 * time.Second, time.Minute, 10 * time.Minute, time.Hour, 10 * time.Hour}
+
+// maxHeld bounds the records a mover keeps in memory for their last
+// second; beyond it, it pauses the partitions that would add more.
+const maxHeld = 10000
+
+func bucketName(b time.Duration) string {
+	if b == 0 {
+		return "0s"
+	}
+	return b.String() // 1s, 10s, 1m0s, 10m0s, 1h0m0s, 10h0m0s
+}
+
+// DelayTopics are the delay bucket topics of topic, smallest bucket first.
+func DelayTopics(topic string) []string {
+	out := make([]string, len(delayBuckets))
+	for i, b := range delayBuckets {
+		out[i] = topic + DelayTopicInfix + bucketName(b)
+	}
+	return out
+}
+
+// bucketFor is the bucket for a record with left to wait.
+func bucketFor(left time.Duration) time.Duration {
+	b := delayBuckets[0]
+	for _, x := range delayBuckets {
+		if x <= left {
+			b = x
+		}
+	}
+	return b
+}
+
+// bucketTopic is the bucket topic of target for a record with left to wait.
+func bucketTopic(target string, left time.Duration) string {
+	return target + DelayTopicInfix + bucketName(bucketFor(left))
+}
+
+// bucketOf is the wait time of a bucket topic of target, or false.
+func bucketOf(target, topic string) (time.Duration, bool) {
+	for _, b := range delayBuckets {
+		if topic == target+DelayTopicInfix+bucketName(b) {
+			return b, true
+		}
+	}
+	return 0, false
+}
+
+// delayInto turns r, encoded for target, into its bucket record for a
+// message due at due, left from now.
+func delayInto(r *kgo.Record, target string, due time.Time, left time.Duration) {
+	r.Topic = bucketTopic(target, left)
+	r.Headers = append(r.Headers,
+		kgo.RecordHeader{Key: headerDelayDue, Value: strconv.AppendInt(nil, due.UnixNano(), 10)},
+		kgo.RecordHeader{Key: headerDelayTopic, Value: []byte(target)})
+}
+
+// delayHeaders reads the due time and target of a bucket record.
+func delayHeaders(r *kgo.Record) (due time.Time, target string, ok bool) {
+	var haveDue bool
+	for _, h := range r.Headers {
+		switch h.Key {
+		case headerDelayDue:
+			ns, err := strconv.ParseInt(string(h.Value), 10, 64)
+			if err != nil {
+				return time.Time{}, "", false
+			}
+			due, haveDue = time.Unix(0, ns), true
+		case headerDelayTopic:
+			target = string(h.Value)
+		}
+	}
+	return due, target, haveDue && target != ""
+}
+
+// undelayed is the record r becomes on its target: the same key, value
+// and headers without the delay headers.
+func undelayed(r *kgo.Record, target string) *kgo.Record {
+	out := &kgo.Record{Topic: target, Key: r.Key, Value: r.Value, Headers: make([]kgo.RecordHeader, 0, len(r.Headers))}
+	for _, h := range r.Headers {
+		if h.Key != headerDelayDue && h.Key != headerDelayTopic {
+			out.Headers = append(out.Headers, h)
+		}
+	}
+	return out
+}
+
+// rebucketed is r in the bucket for left, with its headers.
+func rebucketed(r *kgo.Record, target string, left time.Duration) *kgo.Record {
+	return &kgo.Record{Topic: bucketTopic(target, left), Key: r.Key, Value: r.Value, Headers: r.Headers}
+}
+
+// moverGroup is the consumer group of the movers of topic.
+func moverGroup(topic string) string { return "relay-delay-mover." + topic }
+
+// movers runs one mover per target topic for a subscriber, however many
+// of its subscriptions consume that topic. Safe for concurrent use.
+type movers struct {
+	d *subDriver
+
+	mu      sync.Mutex
+	running map[string]*moverRef
+}
+
+type moverRef struct {
+	refs int
+	mv   *mover
+}
+
+// acquire starts topic's mover unless it runs and returns the func that
+// stops it when the last subscription of topic lets go (it waits for the
+// mover to end, at most until its ctx ends). The bucket topics must exist
+// (Subscribe creates them).
+func (ms *movers) acquire(topic string) (func(context.Context), error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.running == nil {
+		ms.running = map[string]*moverRef{}
+	}
+	ref := ms.running[topic]
+	if ref == nil {
+		mv, err := newMover(ms.d, topic)
+		if err != nil {
+			return nil, err
+		}
+		ref = &moverRef{mv: mv}
+		ms.running[topic] = ref
+	}
+	ref.refs++
+	var once sync.Once
+	return func(ctx context.Context) {
+		once.Do(func() {
+			ms.mu.Lock()
+			ref.refs--
+			last := ref.refs == 0
+			if last {
+				delete(ms.running, topic)
+			}
+			ms.mu.Unlock()
+			if last {
+				ref.mv.close(ctx)
+			}
+		})
+	}, nil
+}
+
+// mover moves the delayed records of one target topic; see the top of
+// this file. One goroutine (run) owns the routing; produce promises and
+// the group's revocations meet it under mu.
+type mover struct {
+	target string
+	cl     *kgo.Client
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+	// kill cancels the client's context, aborting its requests: close
+	// keeps its deadline against a broker that stopped answering.
+	kill context.CancelFunc
+
+	mu    sync.Mutex
+	parts map[tp]*moverPart
+	held  heldHeap
+	seq   uint64 // orders held records of one time, and numbers partition states
+	// out are the records routed under mu, produced by run after it lets
+	// go of mu (Produce may block while the client's buffer is full, and
+	// the promises that free it take mu).
+	out []outRecord
+}
+
+type outRecord struct {
+	rec *kgo.Record
+	it  *heldItem
+}
+
+type tp struct {
+	topic string
+	part  int32
+}
+
+// moverPart is the state of one assigned bucket partition.
+type moverPart struct {
+	gen       uint64         // unique per assignment of the partition: promises for an earlier one the partition is revoked: late promises are ignored
+	queue     []*kgo.Record  // polled, not routed yet
+	taken     []int64        // offsets routed, in order, not yet settled ...
+	settled   map[int64]bool // ... of which these are acknowledged
+	next      int64          // offset after the last record polled
+	committed int64          // last offset committed (-1: none)
+	paused    bool
+}
+
+// heldItem is a record waiting in memory for its due time (or for a
+// retry after a failed produce).
+type heldItem struct {
+	rec *kgo.Record
+	at  time.Time // when to route it again
+	seq uint64    // ties in order of arrival
+	tp  tp
+	gen uint64
+	off int64
+}
+
+type heldHeap []*heldItem
+
+func (h heldHeap) Len() int { return len(h) }
+func (h heldHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h heldHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)   { *h = append(*h, x.(*heldItem)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func newMover(d *subDriver, target string) (*mover, error) {
+	mv := &mover{
+		target: target,
+		log:    d.cfg.Logger.With("backend", "kafka", "topic", target, "group", moverGroup(target)),
+		done:   make(chan struct{}),
+		parts:  map[tp]*moverPart{},
+	}
+	opts := append(append([]kgo.Opt(nil), d.opts...),
+		kgo.ConsumerGroup(moverGroup(target)),
+		kgo.ConsumeTopics(DelayTopics(target)...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(mv.onRevoked),
+		kgo.OnPartitionsLost(mv.onLost),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(d.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
+		kgo.RebalanceTimeout(d.cfg.RebalanceTimeout),
+		kgo.FetchMaxWait(d.cfg.FetchMaxWait),
+		kgo.FetchMaxBytes(int32(d.cfg.FetchMaxBytes)),
+		kgo.FetchMaxPartitionBytes(int32(max(1, d.cfg.FetchMaxBytes/4))),
+		kgo.Balancers(d.cfg.balancer()),
+	)
+	clCtx, kill := context.WithCancel(context.Background())
+	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
+	if err != nil {
+		kill()
+		return nil, fmt.Errorf("relay/kafka: delay mover of %q: %w", target, err)
+	}
+	mv.cl, mv.kill = cl, kill
+	ctx, cancel := context.WithCancel(context.Background())
+	mv.cancel = cancel
+	go mv.run(ctx)
+	return mv, nil
+}
+
+// close stops the mover: it waits for its goroutine, commits what was
+// moved and leaves the group (the records it held in memory are moved by
+// the next member, which may repeat moves not committed yet). It returns
+// by ctx's end (or brokerTimeout), aborting requests then.
+func (mv *mover) close(ctx context.Context) {
+	defer mv.kill()
+	defer context.AfterFunc(ctx, mv.kill)()
+	mv.cancel()
+	<-mv.done
+	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
+	defer cancel()
+	mv.mu.Lock()
+	offsets := mv.commitsLocked(nil)
+	mv.mu.Unlock()
+	mv.commit(ctx, offsets)
+	if err := mv.cl.LeaveGroupContext(ctx); err != nil && !isCtxErr(err) {
+		mv.log.Warn("relay/kafka: delay mover leaving its group", "err", err)
+	}
+	mv.cl.Close()
+
+}
+
+// run polls the bucket topics and routes records until ctx ends.
+func (mv *mover) run(ctx context.Context) {
+	defer close(mv.done)
+	for {
+		mv.mu.Lock()
+		wake := mv.routeLocked(time.Now())
+		offsets := mv.commitsLocked(nil)
+		out := mv.out
+		mv.out = nil
+		mv.mu.Unlock()
+		for _, o := range out {
+			it := o.it
+			mv.cl.Produce(context.Background(), o.rec, func(_ *kgo.Record, err error) { mv.produced(it, err) })
+		}
+		mv.commit(ctx, offsets)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := min(time.Until(wake), 500*time.Millisecond)
+		pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
+		fetches := mv.cl.PollRecords(pctx, 1000)
+		cancel()
+		if ctx.Err() != nil {
+			mv.cl.AllowRebalance()
+			return
+		}
+		mv.mu.Lock()
+		fetches.EachError(func(t string, p int32, err error) {
+			if !isCtxErr(err) {
+				mv.log.Warn("relay/kafka: delay mover fetch", "topic", t, "partition", p, "err", err)
+			}
+		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			ps := mv.partLocked(tp{r.Topic, r.Partition})
+			ps.queue = append(ps.queue, r)
+			ps.next = r.Offset + 1
+		})
+		mv.mu.Unlock()
+		mv.cl.AllowRebalance()
+	}
+}
+
+func (mv *mover) partLocked(k tp) *moverPart {
+	ps := mv.parts[k]
+	if ps == nil {
+		mv.seq++
+		ps = &moverPart{gen: mv.seq, settled: map[int64]bool{}, committed: -1, next: -1}
+		mv.parts[k] = ps
+	}
+	return ps
+}
+
+// routeLocked routes every record that has waited its bucket and every
+// held record that is due, pauses partitions whose head has not waited
+// its bucket yet and resumes those whose queue is empty. It returns when
+// to look again.
+func (mv *mover) routeLocked(now time.Time) (wake time.Time) {
+	wake = now.Add(time.Hour)
+	pause, resume := map[string][]int32{}, map[string][]int32{}
+	for k, ps := range mv.parts {
+		bucket, ok := bucketOf(mv.target, k.topic)
+		for len(ps.queue) > 0 {
+			r := ps.queue[0]
+			if ok {
+				if ready := r.Timestamp.Add(bucket); now.Before(ready) {
+					wake = minTime(wake, ready)
+					break
+				}
+			}
+			due, target, good := delayHeaders(r)
+			if !good || target != mv.target {
+				// Not a record of ours: skip it, so it does not block the partition.
+				mv.log.Warn("relay/kafka: delay mover skips a record without valid delay headers", "topic", k.topic, "partition", k.part, "offset", r.Offset)
+				ps.taken = append(ps.taken, r.Offset)
+				ps.settled[r.Offset] = true
+				ps.queue = ps.queue[1:]
+				continue
+			}
+			left := due.Sub(now)
+			if left > 0 && left < delayBuckets[1] && len(mv.held) >= maxHeld {
+				wake = minTime(wake, now.Add(10*time.Millisecond))
+				break
+			}
+			ps.taken = append(ps.taken, r.Offset)
+			ps.queue = ps.queue[1:]
+			mv.dispatchLocked(&heldItem{rec: r, at: due, tp: k, gen: ps.gen, off: r.Offset}, now)
+		}
+		switch {
+		case len(ps.queue) > 0 && !ps.paused:
+			ps.paused = true
+			pause[k.topic] = append(pause[k.topic], k.part)
+		case len(ps.queue) == 0 && ps.paused:
+			ps.paused = false
+			resume[k.topic] = append(resume[k.topic], k.part)
+		}
+	}
+	for len(mv.held) > 0 && !mv.held[0].at.After(now) {
+		it := heap.Pop(&mv.held).(*heldItem)
+		mv.dispatchLocked(it, now)
+	}
+	if len(mv.held) > 0 {
+		wake = minTime(wake, mv.held[0].at)
+	}
+	if len(pause) > 0 {
+		mv.cl.PauseFetchPartitions(pause)
+	}
+	if len(resume) > 0 {
+		mv.cl.ResumeFetchPartitions(resume)
+	}
+	return wake
+}
+
+// dispatchLocked sends it on by the time left until its due time: to the
+// target when due, to a bucket when a second or more is left (both queued
+// in out, for run to produce), else into memory until due.
+func (mv *mover) dispatchLocked(it *heldItem, now time.Time) {
+	due, _, _ := delayHeaders(it.rec)
+	left := due.Sub(now)
+	var out *kgo.Record
+	switch {
+	case left <= 0:
+		out = undelayed(it.rec, mv.target)
+	case left >= delayBuckets[1]:
+		out = rebucketed(it.rec, mv.target, left)
+	default:
+		it.at = due
+		mv.seq++
+		it.seq = mv.seq
+		heap.Push(&mv.held, it)
+		return
+	}
+	mv.out = append(mv.out, outRecord{out, it})
+}
+
+// produced settles it once its record is acknowledged, or holds it for a
+// retry in a second.
+func (mv *mover) produced(it *heldItem, err error) {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	ps := mv.parts[it.tp]
+	if ps == nil || ps.gen != it.gen {
+		return // revoked meanwhile: the next owner moves it again
+	}
+	if err != nil {
+		if err != kgo.ErrClientClosed {
+			mv.log.Warn("relay/kafka: delay mover produce failed; retrying in 1s", "topic", it.rec.Topic, "err", err)
+			mv.seq++
+			it.at, it.seq = time.Now().Add(time.Second), mv.seq
+			heap.Push(&mv.held, it)
+		}
+		return
+	}
+	ps.settled[it.off] = true
+}
+
+// commitsLocked advances each partition (of only, when not nil) past its
+// settled prefix and returns the offsets to commit.
+func (mv *mover) commitsLocked(only map[string][]int32) map[string]map[int32]kgo.EpochOffset {
+	var out map[string]map[int32]kgo.EpochOffset
+	for k, ps := range mv.parts {
+		if only != nil && !containsPart(only[k.topic], k.part) {
+			continue
+		}
+		for len(ps.taken) > 0 && ps.settled[ps.taken[0]] {
+			delete(ps.settled, ps.taken[0])
+			ps.taken = ps.taken[1:]
+		}
+		at := ps.next
+		switch {
+		case len(ps.taken) > 0:
+			at = ps.taken[0]
+		case len(ps.queue) > 0:
+			at = ps.queue[0].Offset
+		}
+		if at < 0 || at <= ps.committed {
+			continue
+		}
+		ps.committed = at
+		if out == nil {
+			out = map[string]map[int32]kgo.EpochOffset{}
+		}
+		if out[k.topic] == nil {
+			out[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		out[k.topic][k.part] = kgo.EpochOffset{Epoch: -1, Offset: at}
+	}
+	return out
+}
+
+func containsPart(ps []int32, p int32) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (mv *mover) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) {
+	if len(offsets) == 0 {
+		return
+	}
+	mv.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		if err != nil && !isCtxErr(err) {
+			mv.log.Warn("relay/kafka: delay mover commit failed; moves after the last commit may be repeated", "err", err)
+		}
+	})
+}
+
+// onRevoked commits what was moved of the revoked partitions and drops
+// their state: records still held are moved again by the next owner.
+func (mv *mover) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	mv.mu.Lock()
+	offsets := mv.commitsLocked(revoked)
+	mv.mu.Unlock()
+	mv.commit(ctx, offsets)
+	mv.onLost(ctx, nil, revoked)
+}
+
+// onLost drops the state of the lost partitions without committing.
+func (mv *mover) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	mv.mu.Lock()
+	var resume map[string][]int32
+	for t, parts := range lost {
+		for _, p := range parts {
+			k := tp{t, p}
+			ps := mv.parts[k]
+			if ps == nil {
+				continue
+			}
+			if ps.paused {
+				if resume == nil {
+					resume = map[string][]int32{}
+				}
+				resume[t] = append(resume[t], p)
+			}
+			delete(mv.parts, k)
+		}
+	}
+	kept := mv.held[:0]
+	for _, it := range mv.held {
+		if _, ok := mv.parts[it.tp]; ok {
+			kept = append(kept, it)
+		}
+	}
+	mv.held = kept
+	heap.Init(&mv.held)
+	mv.mu.Unlock()
+	if resume != nil {
+		mv.cl.ResumeFetchPartitions(resume)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// encodeDelayed fills r for m, due later, as the record of its bucket.
+func encodeDelayed(r *kgo.Record, hdrs []kgo.RecordHeader, target string, m *relay.Message, left time.Duration) {
+	encodeInto(r, hdrs, target, m)
+	delayInto(r, target, m.DeliverAt, left)
+}
