@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -23,22 +22,6 @@ import (
 	"github.com/go-relay/relay/middleware/tracing"
 	"github.com/go-relay/relay/router"
 )
-
-// kafkaURL returns the kafka:// URL of RELAY_TEST_KAFKA_BROKERS or of an
-// in-process kfake cluster that lives until the test ends.
-func kafkaURL(t *testing.T) string {
-	t.Helper()
-	brokers := testenv.KafkaBrokers(t)
-	if brokers == nil {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		brokers = c.ListenAddrs()
-	}
-	return "kafka://" + brokers[0]
-}
 
 func spanByName(t *testing.T, spans tracetest.SpanStubs, name string) tracetest.SpanStub {
 	t.Helper()
