@@ -53,6 +53,10 @@ type Result struct {
 	Note           string   `json:"note,omitempty"`
 	// KnownDefect, when set, explains a loss that is an open defect.
 	KnownDefect string `json:"known_defect,omitempty"`
+	// AllowedLoss, when set, says why the scenario's guarantee permits
+	// losing messages (at-most-once); the test itself checks the loss
+	// against that guarantee's bound.
+	AllowedLoss string `json:"allowed_loss,omitempty"`
 }
 
 // record appends r to the results file named by RELAY_FAULTS_RESULTS (if
@@ -60,7 +64,7 @@ type Result struct {
 func record(t *testing.T, r Result, start time.Time) {
 	t.Helper()
 	r.Seconds = time.Since(start).Round(100 * time.Millisecond).Seconds()
-	if r.Lost > 0 {
+	if r.Lost > 0 && r.AllowedLoss == "" {
 		r.KnownDefect = knownLoss[r.Scenario+"/"+r.Adapter]
 	}
 	var times string
@@ -82,7 +86,9 @@ func record(t *testing.T, r Result, start time.Time) {
 			_ = f.Close()
 		}
 	}
-	if r.Lost > 0 && r.KnownDefect == "" {
+	if r.Lost > 0 && r.AllowedLoss != "" {
+		t.Logf("lost %d of %d, allowed (%s)", r.Lost, r.Sent, r.AllowedLoss)
+	} else if r.Lost > 0 && r.KnownDefect == "" {
 		t.Errorf("%s/%s: %d of %d messages lost", r.Scenario, r.Adapter, r.Lost, r.Sent)
 	} else if r.Lost > 0 {
 		t.Logf("KNOWN DEFECT (open issue, not a pass): %s/%s lost %d of %d: %s", r.Scenario, r.Adapter, r.Lost, r.Sent, r.KnownDefect)

@@ -44,6 +44,8 @@ func runChild(mode string) int {
 		return runDelayChild()
 	case "delaymover":
 		return runMoverChild()
+	case "atmostonce":
+		return runAtMostOnceChild()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		return 2
