@@ -4,7 +4,6 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/nats"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	_ "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/internal/faultrows"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -33,31 +33,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Result is one row of the reliability table. The report generator
-// (./report) reads the same JSON.
-type Result struct {
-	Scenario string  `json:"scenario"`
-	Adapter  string  `json:"adapter"`
-	Sent     int     `json:"sent"`
-	Received int     `json:"received"` // distinct IDs received
-	Lost     int     `json:"lost"`
-	Dups     int     `json:"duplicates"` // deliveries beyond the first per ID
-	Seconds  float64 `json:"seconds"`
-	// DetectSeconds is how long after the fault began the client reported
-	// it (Health turned unhealthy); nil when not measured.
-	DetectSeconds *float64 `json:"detect_seconds,omitempty"`
-	// RecoverSeconds is how long after the fault ended the client was
-	// working again (the longest, over repeated faults); nil when not
-	// measured.
-	RecoverSeconds *float64 `json:"recover_seconds,omitempty"`
-	Note           string   `json:"note,omitempty"`
-	// KnownDefect, when set, explains a loss that is an open defect.
-	KnownDefect string `json:"known_defect,omitempty"`
-	// AllowedLoss, when set, says why the scenario's guarantee permits
-	// losing messages (at-most-once); the test itself checks the loss
-	// against that guarantee's bound.
-	AllowedLoss string `json:"allowed_loss,omitempty"`
-}
+// Result is one row of the reliability table (shared with the fault
+// tests of other packages and with ./report).
+type Result = faultrows.Row
 
 // record appends r to the results file named by RELAY_FAULTS_RESULTS (if
 // set) and logs it. A lost message or an unexpected ID fails t.
@@ -76,15 +54,8 @@ func record(t *testing.T, r Result, start time.Time) {
 	}
 	t.Logf("RESULT %s/%s: sent %d received %d lost %d duplicates %d (%.1fs)%s %s",
 		r.Scenario, r.Adapter, r.Sent, r.Received, r.Lost, r.Dups, r.Seconds, times, r.Note)
-	if path := os.Getenv("RELAY_FAULTS_RESULTS"); path != "" {
-		line, _ := json.Marshal(r)
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Errorf("writing result: %v", err)
-		} else {
-			_, _ = f.Write(append(line, '\n'))
-			_ = f.Close()
-		}
+	if err := faultrows.Append(r); err != nil {
+		t.Errorf("writing result: %v", err)
 	}
 	if r.Lost > 0 && r.AllowedLoss != "" {
 		t.Logf("lost %d of %d, allowed (%s)", r.Lost, r.Sent, r.AllowedLoss)

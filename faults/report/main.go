@@ -20,26 +20,9 @@ import (
 	"runtime"
 	"strings"
 	"time"
-)
 
-type result struct {
-	Scenario string  `json:"scenario"`
-	Adapter  string  `json:"adapter"`
-	Sent     int     `json:"sent"`
-	Received int     `json:"received"`
-	Lost     int     `json:"lost"`
-	Dups     int     `json:"duplicates"`
-	Seconds  float64 `json:"seconds"`
-	// Detect and Recover are absent (nil) in rows that do not measure them.
-	Detect      *float64 `json:"detect_seconds"`
-	Recover     *float64 `json:"recover_seconds"`
-	Note        string   `json:"note"`
-	KnownDefect string   `json:"known_defect"`
-	// AllowedLoss says why the scenario's guarantee permits a loss (the
-	// test checked it against the guarantee's bound): such a loss is not
-	// a failure.
-	AllowedLoss string `json:"allowed_loss"`
-}
+	"github.com/go-relay/relay/internal/faultrows"
+)
 
 type fuzzRun struct {
 	Target  string  `json:"target"`
@@ -57,14 +40,14 @@ const (
 )
 
 func main() {
-	resultsPath := flag.String("results", "", "JSON lines written by the faults tests (RELAY_FAULTS_RESULTS)")
+	resultsPath := flag.String("results", "", "JSON lines written by the faults tests ("+faultrows.Env+")")
 	fuzzPath := flag.String("fuzz", "", "JSON lines of the fuzz runs (optional)")
 	doc := flag.String("doc", "docs/reliability.md", "document to update between the markers")
 	testsOK := flag.Bool("tests-ok", true, "whether `go test` of the scenarios passed")
 	total := flag.Duration("took", 0, "wall time of the whole run, shown in the document")
 	flag.Parse()
 
-	var results []result
+	var results []faultrows.Row
 	if err := readLines(*resultsPath, &results); err != nil {
 		fail(err)
 	}
@@ -99,7 +82,7 @@ func main() {
 			}
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %.1fs | %s | %s | %s |\n",
-			r.Scenario, r.Adapter, r.Sent, r.Received, lost, r.Dups, r.Seconds, secondsOrDash(r.Detect), secondsOrDash(r.Recover), strings.ReplaceAll(r.Note, "|", "\\|"))
+			r.Scenario, r.Adapter, r.Sent, r.Received, lost, r.Dups, r.Seconds, secondsOrDash(r.DetectSeconds), secondsOrDash(r.RecoverSeconds), strings.ReplaceAll(r.Note, "|", "\\|"))
 	}
 	if len(results) == 0 {
 		fmt.Fprintln(&b, "| (no results: the scenarios did not run) | | | | | | | | | |")
