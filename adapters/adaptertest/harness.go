@@ -29,9 +29,12 @@ import (
 
 // Harness tells the suite how to reach the adapter under test.
 type Harness struct {
-	// NewPublisher opens a publisher. Required. The suite closes it.
+	// NewPublisher opens a publisher. The suite closes it. Default: open
+	// PublisherURL with relay.OpenPublisher; one of the two is required.
 	NewPublisher func(t testing.TB) relay.Publisher
-	// NewSubscriber opens a subscriber for group. Required. The suite closes it.
+	// NewSubscriber opens a subscriber for group. The suite closes it.
+	// Default: open SubscriberURL(group) with relay.OpenSubscriber; one of
+	// the two is required.
 	NewSubscriber func(t testing.TB, group string) relay.Subscriber
 	// NewTopic returns a fresh topic name valid for the backend.
 	// Default: "relay-test-" and a random suffix.
@@ -124,8 +127,33 @@ type SubscriberOptions struct {
 }
 
 func (h *Harness) defaults(t *testing.T) {
+	if h.NewPublisher == nil && h.PublisherURL != "" {
+		raw := h.PublisherURL
+		h.NewPublisher = func(t testing.TB) relay.Publisher {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, err := relay.OpenPublisher(ctx, raw)
+			if err != nil {
+				t.Fatalf("opening a publisher: %v", err)
+			}
+			return p
+		}
+	}
+	if h.NewSubscriber == nil && h.SubscriberURL != nil {
+		h.NewSubscriber = func(t testing.TB, group string) relay.Subscriber {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, err := relay.OpenSubscriber(ctx, h.SubscriberURL(group))
+			if err != nil {
+				t.Fatalf("opening a subscriber for group %q: %v", group, err)
+			}
+			return s
+		}
+	}
 	if h.NewPublisher == nil || h.NewSubscriber == nil {
-		t.Fatal("adaptertest: Harness.NewPublisher and NewSubscriber are required")
+		t.Fatal("adaptertest: Harness needs NewPublisher or PublisherURL, and NewSubscriber or SubscriberURL")
 	}
 	if h.NewTopic == nil {
 		h.NewTopic = func(testing.TB) string { return "relay-test-" + shortID() }

@@ -1,12 +1,10 @@
 package nats_test
 
 import (
-	"context"
 	"testing"
 
 	"go.uber.org/goleak"
 
-	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	_ "github.com/go-relay/relay/adapters/nats"
 	"github.com/go-relay/relay/internal/testenv"
@@ -23,20 +21,6 @@ func TestConformance(t *testing.T) {
 // harnessFor is the suite's harness for the server at base.
 func harnessFor(t *testing.T, base string) adaptertest.Harness {
 	return adaptertest.Harness{
-		NewPublisher: func(t testing.TB) relay.Publisher {
-			p, err := relay.OpenPublisher(context.Background(), base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(base, "group", group))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
 		// Fresh topics as the suite's default, whose streams are deleted
 		// when the check ends.
 		NewTopic: func(t testing.TB) string {

@@ -1,10 +1,8 @@
 package postgres_test
 
 import (
-	"context"
 	"testing"
 
-	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	_ "github.com/go-relay/relay/adapters/postgres"
 	"github.com/go-relay/relay/internal/testenv"
@@ -13,20 +11,6 @@ import (
 func TestConformance(t *testing.T) {
 	base := pgURL(t)
 	h := adaptertest.Harness{
-		NewPublisher: func(t testing.TB) relay.Publisher {
-			p, err := relay.OpenPublisher(context.Background(), base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(base, "group", group))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
 		HungBroker: func(t testing.TB) adaptertest.HungBroker {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
@@ -14,20 +13,8 @@ import (
 func TestRequestReply(t *testing.T) {
 	base := pgURL(t)
 	adaptertest.RunRequestReply(t, adaptertest.Harness{
-		NewPublisher: func(t testing.TB) relay.Publisher {
-			p, err := relay.OpenPublisher(context.Background(), base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(base, "group", group))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
+		PublisherURL:  base,
+		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
 		TopicExists: func(t testing.TB, topic string) bool {
 			var n int
 			err := rawPool(t).QueryRow(context.Background(), "SELECT count(*) FROM "+table("groups")+" WHERE topic = $1", topic).Scan(&n)

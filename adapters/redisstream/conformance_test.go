@@ -1,12 +1,10 @@
 package redisstream_test
 
 import (
-	"context"
 	"testing"
 
 	"go.uber.org/goleak"
 
-	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/internal/testenv"
@@ -17,20 +15,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestConformance(t *testing.T) {
 	base := redisURL(t)
 	h := adaptertest.Harness{
-		NewPublisher: func(t testing.TB) relay.Publisher {
-			p, err := relay.OpenPublisher(context.Background(), base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
-		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(base, "group", group))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
 		HungBroker: func(t testing.TB) adaptertest.HungBroker {
