@@ -135,6 +135,12 @@ func killForwarderKafka(t *testing.T, mode string, transactional bool, env ...st
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { // a child left running when t failed early
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
 		return cmd
 	}
 	received := func() int {
