@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/amqp"
@@ -73,19 +72,10 @@ func withGroup(u string) func(string) string {
 }
 
 // kafkaBackend is a kfake cluster for the benchmark (or the real one of
-// RELAY_TEST_KAFKA_BROKERS), 4 partitions per topic.
+// RELAY_TEST_KAFKA_BROKERS; see kafkaURL).
 func kafkaBackend(b *testing.B) benchBackend {
-	brokers := testenv.KafkaBrokers(b)
-	if brokers == nil {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(4))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
-		brokers = c.ListenAddrs()
-	}
-	kafka := "kafka://" + brokers[0]
-	return benchBackend{"kafka", kafka, withGroup(kafka)}
+	k := kafkaURL(b)
+	return benchBackend{"kafka", k, withGroup(k)}
 }
 
 // BenchmarkRoute measures, per ordered pair of backends and in the same
