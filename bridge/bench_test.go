@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/amqp"
@@ -47,16 +46,6 @@ func holdBrokers(b *testing.B) {
 func benchBackends(b *testing.B) []benchBackend {
 	holdBrokers(b)
 	redis, amqp := testenv.Redis(b), testenv.AMQP(b)
-	brokers := testenv.KafkaBrokers(b)
-	if brokers == nil {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(4))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(c.Close)
-		brokers = c.ListenAddrs()
-	}
-	kafka := "kafka://" + brokers[0]
 	sqsOnce.Do(func() { sqsSvc = testenv.StartSQS() })
 	sqsSvc.Need(b)
 	aws := func(scheme string) string {
@@ -69,15 +58,24 @@ func benchBackends(b *testing.B) []benchBackend {
 		}
 		return u
 	}
-	group := func(u string) func(string) string {
-		return func(g string) string { return testenv.WithParams(u, "group", g) }
-	}
 	return []benchBackend{
-		{"redis", redis, group(redis)},
-		{"amqp", amqp, group(amqp)},
-		{"kafka", kafka, group(kafka)},
+		{"redis", redis, withGroup(redis)},
+		{"amqp", amqp, withGroup(amqp)},
+		kafkaBackend(b),
 		{"sqs", aws("sqs"), func(string) string { return testenv.WithParams(aws("sqs"), "wait", "1") }},
 	}
+}
+
+// withGroup returns the subscriber URLs of u: u with group=g.
+func withGroup(u string) func(string) string {
+	return func(g string) string { return testenv.WithParams(u, "group", g) }
+}
+
+// kafkaBackend is a kfake cluster for the benchmark (or the real one of
+// RELAY_TEST_KAFKA_BROKERS; see kafkaURL).
+func kafkaBackend(b *testing.B) benchBackend {
+	k := kafkaURL(b)
+	return benchBackend{"kafka", k, withGroup(k)}
 }
 
 // BenchmarkRoute measures, per ordered pair of backends and in the same
@@ -104,7 +102,7 @@ func BenchmarkRoute(b *testing.B) {
 					consume += measureConsume(b, from)
 					bulk += measurePublish(b, to, 100, 4)
 					single += measurePublish(b, to, 1, 16)
-					fwd += measureForward(b, from, to)
+					fwd += measureForward(b, from, to, relay.AtLeastOnce)
 				}
 				n := float64(b.N)
 				consume, bulk, single, fwd = consume/n, bulk/n, single/n, fwd/n
@@ -227,8 +225,39 @@ func measurePublish(b *testing.B, be benchBackend, batch, workers int) float64 {
 	return benchMessages / time.Since(start).Seconds()
 }
 
-// measureForward returns the rate at which a bridge forwards a backlog.
-func measureForward(b *testing.B, from, to benchBackend) float64 {
+// BenchmarkRouteGuarantee measures, in one run, the same kafka -> kafka
+// route (kfake, 4 partitions; default route settings) forwarding a backlog
+// at-most-once, at-least-once and exactly-once (a transactional_id on the
+// source), one after the other in each of b.N interleaved rounds, so that
+// the machine's load falls on the three alike. It reports each rate in
+// msg/s (the mean over the rounds) and the ratios of at-most-once and
+// exactly-once to at-least-once. Run it with:
+//
+//	go test -run '^$' -bench BenchmarkRouteGuarantee -benchtime 3x ./bridge
+func BenchmarkRouteGuarantee(b *testing.B) {
+	k := kafkaBackend(b)
+	gs := []relay.Guarantee{relay.AtMostOnce, relay.AtLeastOnce, relay.ExactlyOnce}
+	rates := make([]float64, len(gs))
+	for round := range b.N {
+		for i, g := range gs {
+			r := measureForward(b, k, k, g)
+			b.Logf("round %d: %v %.0f msg/s", round+1, g, r)
+			rates[i] += r / float64(b.N)
+		}
+	}
+	amo, alo, eo := rates[0], rates[1], rates[2]
+	b.ReportMetric(amo, "at-most-once-msg/s")
+	b.ReportMetric(alo, "at-least-once-msg/s")
+	b.ReportMetric(eo, "exactly-once-msg/s")
+	b.ReportMetric(amo/alo, "ratio-at-most-once")
+	b.ReportMetric(eo/alo, "ratio-exactly-once")
+}
+
+// measureForward returns the rate at which a bridge forwards a backlog on
+// a route with guarantee g and the default settings otherwise. For
+// relay.ExactlyOnce, from and to must be one Kafka cluster; the source
+// gets a transactional_id.
+func measureForward(b *testing.B, from, to benchBackend, g relay.Guarantee) float64 {
 	run := benchID()
 	in, out := "bench-in-"+run, "bench-out-"+run
 	src := provisioned(b, from, in, "bridge")
@@ -237,10 +266,15 @@ func measureForward(b *testing.B, from, to benchBackend) float64 {
 	defer dst.Close()
 	fill(b, from, in)
 	reg := prometheus.NewRegistry()
+	srcURL := from.subURL("bridge")
+	if g == relay.ExactlyOnce {
+		srcURL = testenv.WithParams(srcURL, "transactional_id", "bench-"+run)
+	}
 	br, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{{
-		Name: "bench",
-		From: bridge.Source{URL: from.subURL("bridge"), Topic: in},
-		To:   bridge.Destination{URL: to.pubURL, Topic: out},
+		Name:      "bench",
+		From:      bridge.Source{URL: srcURL, Topic: in},
+		To:        bridge.Destination{URL: to.pubURL, Topic: out},
+		Guarantee: g,
 	}}}, bridge.Options{Logger: quiet, Registry: reg})
 	if err != nil {
 		b.Fatal(err)

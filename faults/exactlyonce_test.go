@@ -62,8 +62,36 @@ func runExactlyOnceChild() int {
 // are aborted (by the next instance's registration), their outputs never
 // become visible, and their inputs are forwarded again by the next one.
 func TestKillExactlyOnceKafka(t *testing.T) {
-	const total = 5000
 	start := time.Now()
+	l, kills := killForwarderKafka(t, "exactly-once", true)
+	r := l.result(t, "exactly-once router SIGKILL x2", "kafka (kfake)",
+		fmt.Sprintf("kafka->kafka transactions, read_committed reader; killed at %v of %d forwarded, restarted with the same transactional_id", kills, killForwardTotal))
+	record(t, r, start)
+	if r.Dups != 0 {
+		t.Errorf("%d duplicates seen by the read_committed reader; want 0", r.Dups)
+	}
+}
+
+// killForwardTotal is how many messages killForwarderKafka publishes.
+const killForwardTotal = 5000
+
+// killForwarderKafka is the scenario of the exactly-once kill tests: it
+// starts a kfake cluster on a TCP port, publishes killForwardTotal known
+// IDs to a 4-partition topic and runs the test binary as a child in
+// childEnv mode mode, which forwards RELAY_FAULTS_TOPIC on
+// RELAY_FAULTS_URL (the source: a group, and with transactional a
+// transactional_id, the same for every child) to RELAY_FAULTS_OUT on
+// RELAY_FAULTS_DST. The child is killed with SIGKILL after a fifth and
+// after half of the IDs arrived at a read_committed reader of the
+// destination, restarted each time, and the last one is stopped with
+// SIGTERM once every ID arrived; then a marker is published to the
+// destination and awaited, so that every committed copy was read. env is
+// added to the children's environment. It returns the reader's ledger
+// (the marker is one of its IDs) and how many distinct IDs had arrived at
+// each kill; it fails t when the IDs do not all arrive in time.
+func killForwarderKafka(t *testing.T, mode string, transactional bool, env ...string) (*ledger, []int) {
+	t.Helper()
+	const total = killForwardTotal
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +106,11 @@ func TestKillExactlyOnceKafka(t *testing.T) {
 	defer c.Close()
 	base := "kafka://127.0.0.1:" + strconv.Itoa(port)
 	in, out := unique("eo-in"), unique("eo-out")
-	srcURL := testenv.WithParams(base, "group", unique("g"), "transactional_id", unique("tx"),
-		"session_timeout", "2s", "heartbeat_interval", "200ms", "inflight", "64")
+	params := []string{"group", unique("g"), "session_timeout", "2s", "heartbeat_interval", "200ms", "inflight", "64"}
+	if transactional {
+		params = append(params, "transactional_id", unique("tx"))
+	}
+	srcURL := testenv.WithParams(base, params...)
 
 	reader := openSub(t, testenv.WithParams(base, "group", unique("reader"), "isolation", "read_committed"))
 	provision(t, reader, out)
@@ -97,12 +128,19 @@ func TestKillExactlyOnceKafka(t *testing.T) {
 
 	child := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), childEnv+"=exactly-once", "RELAY_FAULTS_URL="+srcURL,
+		cmd.Env = append(os.Environ(), childEnv+"="+mode, "RELAY_FAULTS_URL="+srcURL,
 			"RELAY_FAULTS_DST="+base, "RELAY_FAULTS_TOPIC="+in, "RELAY_FAULTS_OUT="+out)
+		cmd.Env = append(cmd.Env, env...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { // a child left running when t failed early
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
 		return cmd
 	}
 	received := func() int {
@@ -147,10 +185,5 @@ func TestKillExactlyOnceKafka(t *testing.T) {
 	cancel()
 	_ = reader.Close()
 	wg.Wait()
-	r := l.result(t, "exactly-once router SIGKILL x2", "kafka (kfake)",
-		fmt.Sprintf("kafka->kafka transactions, read_committed reader; killed at %v of %d forwarded, restarted with the same transactional_id", kills, total))
-	record(t, r, start)
-	if r.Dups != 0 {
-		t.Errorf("%d duplicates seen by the read_committed reader; want 0", r.Dups)
-	}
+	return l, kills
 }

@@ -40,6 +40,8 @@ func runChild(mode string) int {
 		return runOutboxChild()
 	case "exactly-once":
 		return runExactlyOnceChild()
+	case "eo-bridge":
+		return runEOBridgeChild()
 	case "delay":
 		return runDelayChild()
 	case "delaymover":
