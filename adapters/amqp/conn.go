@@ -52,8 +52,9 @@ type supervisor struct {
 
 	frameMax atomic.Int64 // negotiated frame_max of the latest connection
 
-	blockMu   sync.Mutex
-	unblocked chan struct{} // closed while the broker lets us publish
+	blockMu     sync.Mutex
+	unblocked   chan struct{} // closed while the broker lets us publish
+	blockReason string        // the broker's reason while it blocks us
 
 	mu    sync.Mutex
 	conn  *amqp091.Connection
@@ -197,7 +198,7 @@ func (s *supervisor) run(conn *amqp091.Connection) {
 					blocked = nil
 					continue
 				}
-				s.setBlocked(b.Active)
+				s.setBlocked(b.Active, b.Reason)
 				if b.Active {
 					s.log.Warn("relay: broker blocked the connection (resource alarm); publishing waits", "reason", b.Reason)
 				} else {
@@ -211,7 +212,7 @@ func (s *supervisor) run(conn *amqp091.Connection) {
 		s.conn = nil
 		s.ready = make(chan struct{})
 		s.mu.Unlock()
-		s.setBlocked(false) // a new connection starts unblocked
+		s.setBlocked(false, "") // a new connection starts unblocked
 		s.setState(StateReconnecting)
 		s.log.Warn("relay: connection lost; reconnecting", "err", reason)
 		for {
@@ -424,6 +425,12 @@ func isNotFound(err error) bool {
 func (s *supervisor) health() error {
 	switch st := s.State(); st {
 	case StateConnected:
+		s.blockMu.Lock()
+		reason := s.blockReason
+		s.blockMu.Unlock()
+		if reason != "" {
+			return fmt.Errorf("relay/amqp: the broker at %s blocked publishing on the connection (resource alarm: %s)", relay.Redact(s.cfg.URL), reason)
+		}
 		return nil
 	case StateClosed:
 		return relay.ErrClosed
@@ -438,9 +445,13 @@ func closedChan() chan struct{} {
 	return c
 }
 
-func (s *supervisor) setBlocked(blocked bool) {
+func (s *supervisor) setBlocked(blocked bool, reason string) {
 	s.blockMu.Lock()
 	defer s.blockMu.Unlock()
+	s.blockReason = reason
+	if blocked && reason == "" {
+		s.blockReason = "no reason given"
+	}
 	select {
 	case <-s.unblocked:
 		if blocked {

@@ -197,9 +197,15 @@ func TestPublishWhileBlocked(t *testing.T) {
 	if !strings.Contains(lastErr.Error(), "blocked") {
 		t.Errorf("error during the alarm %q does not say the broker blocked publishing", lastErr)
 	}
+	if err := pub.Health(); err == nil || !strings.Contains(err.Error(), "blocked publishing") {
+		t.Errorf("publisher Health during the alarm = %v; want it to say the broker blocked publishing", err)
+	}
 	watermark(restore)
 	after := relay.NewMessage([]byte("after"))
 	relaytest.Publish(t, pub, topic, after)
+	if err := pub.Health(); err != nil {
+		t.Errorf("publisher Health after the alarm cleared: %v", err)
+	}
 	for {
 		m := relaytest.Next(t, ch, "after the alarm")
 		_ = m.Ack()
