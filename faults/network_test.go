@@ -83,9 +83,8 @@ func netAMQP(t *testing.T) netTarget {
 func netPostgres(t *testing.T) netTarget {
 	u, p := testenv.ProxyURL(t, pgURL(t))
 	return netTarget{adapter: "postgres", pub: u, proxy: p,
-		sub:       testenv.WithParams(u, "group", unique("g"), "inflight", "64"),
-		keepalive: "connect_timeout=5s (default)",
-		noDetect:  "the LISTEN connection and the claim queries have no keepalive shorter than TCP's (5 min): Health may stay nil through a silent network"}
+		sub:       testenv.WithParams(u, "group", unique("g"), "inflight", "64", "ping_interval", "2s"),
+		keepalive: "ping_interval=2s (the LISTEN connection's keepalive), connect_timeout=5s (default)"}
 }
 
 func netNATS(t *testing.T) netTarget {

@@ -16,7 +16,12 @@ const (
 	DefaultInFlight = 64
 	DefaultLease    = 30 * time.Second
 	DefaultPoll     = time.Second
+	// DefaultPingInterval is the LISTEN connection's keepalive.
+	DefaultPingInterval = 10 * time.Second
 )
+
+// minPingInterval keeps the keepalive from flooding the server.
+const minPingInterval = 100 * time.Millisecond
 
 // maxBytesLimit stays well below PostgreSQL's 1 GB field limit and the
 // protocol's message size.
@@ -87,6 +92,13 @@ type SubscriberConfig struct {
 	// notification. New messages wake the subscription at once through
 	// LISTEN/NOTIFY. Default 1s.
 	Poll time.Duration
+	// PingInterval is the keepalive of the LISTEN connection
+	// (ping_interval=): after this long without a notification it sends a
+	// ping, and a ping unanswered for as long again counts the connection
+	// as lost (Health reports it; it is opened again). It bounds how long a
+	// silent network (packets dropped, no reset) goes unnoticed: about
+	// twice PingInterval. Default 10s.
+	PingInterval time.Duration
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -96,6 +108,7 @@ func (c *SubscriberConfig) defaults() {
 	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.Poll = cmp.Or(c.Poll, DefaultPoll)
+	c.PingInterval = cmp.Or(c.PingInterval, DefaultPingInterval)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
@@ -120,6 +133,9 @@ func (c *SubscriberConfig) Validate() error {
 	}
 	if c.Poll < 0 {
 		errs = append(errs, fmt.Errorf("relay/postgres: Poll %v is negative", c.Poll))
+	}
+	if c.PingInterval != 0 && c.PingInterval < minPingInterval {
+		errs = append(errs, fmt.Errorf("relay/postgres: PingInterval %v is below the minimum of %v", c.PingInterval, minPingInterval))
 	}
 	return errors.Join(errs...)
 }

@@ -60,7 +60,11 @@
 // latency is a round trip, not a polling period. Poll (poll=, default 1s)
 // is only a fallback for expired leases, delays nacked by other
 // subscriptions and notifications lost while the LISTEN connection was
-// down (after reconnecting it wakes every subscription).
+// down (after reconnecting it wakes every subscription). The LISTEN
+// connection pings the server after PingInterval (ping_interval=, default
+// 10s) without a notification and counts itself lost when the ping is not
+// answered within PingInterval either, so Health reports a silent network
+// within about twice PingInterval.
 //
 // Ack deletes the delivery row, and message rows that no group needs any
 // more are deleted: those just acked, in the ack's transaction (the acked

@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/go-relay/relay/internal/backoff"
 )
@@ -18,6 +21,7 @@ type listener struct {
 	cfg     *pgx.ConnConfig
 	dials   *dialTracker
 	listen  string
+	ping    time.Duration // the keepalive: SubscriberConfig.PingInterval
 	log     *slog.Logger
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -26,9 +30,9 @@ type listener struct {
 	waiters map[string]map[chan struct{}]struct{}
 }
 
-func startListener(cfg *pgx.ConnConfig, q *queries, log *slog.Logger) *listener {
+func startListener(cfg *pgx.ConnConfig, q *queries, ping time.Duration, log *slog.Logger) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{cfg: cfg, dials: track(&cfg.Config), listen: q.listenOn, log: log, cancel: cancel, done: make(chan struct{}),
+	l := &listener{cfg: cfg, dials: track(&cfg.Config), listen: q.listenOn, ping: ping, log: log, cancel: cancel, done: make(chan struct{}),
 		waiters: map[string]map[chan struct{}]struct{}{}}
 	go l.run(ctx)
 	return l
@@ -102,7 +106,7 @@ func (l *listener) run(ctx context.Context) {
 		bo.Reset()
 		l.wake("")
 		for {
-			n, err := conn.WaitForNotification(ctx)
+			n, err := l.next(ctx, conn)
 			if err != nil {
 				if ctx.Err() == nil {
 					l.setErr(err)
@@ -110,9 +114,35 @@ func (l *listener) run(ctx context.Context) {
 				}
 				break
 			}
-			l.wake(n.Payload)
+			l.wake(n)
 		}
 		closeConn(conn)
+	}
+}
+
+// next waits for the next notification on conn and returns its payload.
+// After l.ping without one it pings the server, and fails when the ping
+// is not answered within l.ping either: a silent network otherwise leaves
+// the wait blocked until TCP gives up, minutes later.
+func (l *listener) next(ctx context.Context, conn *pgx.Conn) (string, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, l.ping)
+		n, err := conn.WaitForNotification(wctx)
+		idle := wctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil {
+			return n.Payload, nil
+		}
+		if !idle || !pgconn.Timeout(err) {
+			return "", err
+		}
+		// A wait cut by its deadline leaves the connection usable.
+		pctx, cancel := context.WithTimeout(ctx, l.ping)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("keepalive ping unanswered after %v: %w", l.ping, err)
+		}
 	}
 }
 

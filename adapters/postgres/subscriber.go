@@ -30,7 +30,7 @@ func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig
 	if err := d.schema.ensure(ctx, pool, cfg.Schema); err != nil {
 		return nil, err
 	}
-	d.l = startListener(pool.Config().ConnConfig.Copy(), d.q, cfg.Logger)
+	d.l = startListener(pool.Config().ConnConfig.Copy(), d.q, cfg.PingInterval, cfg.Logger)
 	return driver.NewSubscriber(d, driver.Options{
 		InFlight:      cfg.InFlight,
 		InFlightBytes: cfg.InFlightBytes,

@@ -69,6 +69,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
 		Lease:         p.Duration("lease", DefaultLease),
 		Poll:          p.Duration("poll", DefaultPoll),
+		PingInterval:  p.Duration("ping_interval", DefaultPingInterval),
 	}
 	if subscriber && c.sub.Group == "" {
 		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
@@ -81,6 +82,9 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	}
 	if c.sub.Poll <= 0 {
 		p.Fail("poll", "must be positive")
+	}
+	if c.sub.PingInterval < minPingInterval {
+		p.Fail("ping_interval", "must be at least %v", minPingInterval)
 	}
 	conn := url.Values{}
 	for _, name := range ConnParams {

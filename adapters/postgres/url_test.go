@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/postgres"
@@ -24,6 +25,7 @@ func TestURLErrors(t *testing.T) {
 		{"postgres://u@127.0.0.1:1/db?group=g&inflight=0", "inflight", true},
 		{"postgres://u@127.0.0.1:1/db?group=g&lease=10ms", "lease", true},
 		{"postgres://u@127.0.0.1:1/db?group=g&poll=0s", "poll", true},
+		{"postgres://u@127.0.0.1:1/db?group=g&ping_interval=1ms", "ping_interval", true},
 		{"postgres://u@127.0.0.1:1/db?schema=Bad-Name", "schema", false},
 		{"postgres://u@127.0.0.1:1/db?max_bytes=600000000", "max_bytes", false},
 		{"postgres://u@127.0.0.1:1/db?group=a%00b", "group", true},
@@ -74,13 +76,13 @@ func TestURLRedacts(t *testing.T) {
 // subscriber (project rule 3); an unknown parameter fails on both.
 func TestURLBothSides(t *testing.T) {
 	urlopttest.BothSides(t, context.Background(), testenv.WithParams(pgURL(t), "group", "g", "inflight", "8",
-		"lease", "10s", "poll", "500ms", "max_bytes", "1024", "application_name", "relay-test",
+		"lease", "10s", "poll", "500ms", "ping_interval", "5s", "max_bytes", "1024", "application_name", "relay-test",
 		"connect_timeout", "3", "pool_max_conns", "4", "sslmode", "disable"))
 }
 
 func TestConfigValidate(t *testing.T) {
-	err := (&postgres.SubscriberConfig{Schema: "A", InFlight: -1, Lease: 1, Poll: -1}).Validate()
-	for _, want := range []string{"Group", "schema", "InFlight", "Lease", "Poll"} {
+	err := (&postgres.SubscriberConfig{Schema: "A", InFlight: -1, Lease: 1, Poll: -1, PingInterval: time.Millisecond}).Validate()
+	for _, want := range []string{"Group", "schema", "InFlight", "Lease", "Poll", "PingInterval"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate: %v, want it to mention %s", err, want)
 		}
