@@ -472,7 +472,9 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 	pubDone := make(chan struct{})
 	go func() {
 		defer close(pubDone)
-		publishAll(t, l, pub, in, batchOf(100, 64, "during"), 10, func(int) { time.Sleep(100 * time.Millisecond) })
+		// More than the source window (DefaultSourceInFlight), so that a
+		// bridge reading ahead without bound would show it.
+		publishAll(t, l, pub, in, batchOf(400, 64, "during"), 20, func(int) { time.Sleep(100 * time.Millisecond) })
 	}()
 	for time.Since(holeStart) < blackHole {
 		if !ready() {
@@ -482,7 +484,18 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	<-pubDone
-	time.Sleep(time.Until(holeStart.Add(blackHole))) // the hole's duration
+	// What the bridge holds while its destination is silent stays within
+	// the source's window (the route's default, DefaultSourceInFlight).
+	var peakInFlight, peakBytes int64
+	for time.Now().Before(holeStart.Add(blackHole)) {
+		for _, rs := range b.Status().Routes {
+			peakInFlight, peakBytes = max(peakInFlight, rs.InFlight), max(peakBytes, rs.InFlightBytes)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if peakInFlight > bridge.DefaultSourceInFlight {
+		t.Errorf("the bridge held %d messages in flight during the hole, over the source window of %d", peakInFlight, bridge.DefaultSourceInFlight)
+	}
 	proxy.Restore()
 	healed := time.Now()
 	l.waitAll(2 * time.Minute)
@@ -496,8 +509,8 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 	_ = check.Close()
 	wg.Wait()
 	r := l.result(t, "bridge: destination black hole", "redisstream → amqp", fmt.Sprintf(
-		"destination dropped everything for %v while 100 messages reached the source; publish_timeout=%v, heartbeat=2s; detect = /readyz failing",
-		blackHole, holePublishTimeout))
+		"destination dropped everything for %v while 400 messages reached the source; publish_timeout=%v, heartbeat=2s; detect = /readyz failing; in flight during the hole at most %d messages (%d B; window %d)",
+		blackHole, holePublishTimeout, peakInFlight, peakBytes, bridge.DefaultSourceInFlight))
 	if detect > 0 {
 		r.DetectSeconds = seconds(detect)
 	}
