@@ -172,7 +172,7 @@ func (s *subscription) holdDue(batch, keep []Received, held []Settle) ([]Receive
 		if len(rc.Msg.Metadata) == 0 {
 			rc.Msg.Metadata = nil
 		}
-		rc.Attempt -= s.parent.holds.count(s.topic, rc.Msg.ID)
+		rc.Attempt = max(1, rc.Attempt-s.parent.holds.count(s.topic, rc.Msg.ID))
 		keep = append(keep, rc)
 	}
 	return keep, held
