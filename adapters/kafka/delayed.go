@@ -272,22 +272,7 @@ func newMover(d *subDriver, target string) (*mover, error) {
 		done:   make(chan struct{}),
 		parts:  map[tp]*moverPart{},
 	}
-	opts := append(append([]kgo.Opt(nil), d.opts...),
-		kgo.ConsumerGroup(moverGroup(target)),
-		kgo.ConsumeTopics(DelayTopics(target)...),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsRevoked(mv.onRevoked),
-		kgo.OnPartitionsLost(mv.onLost),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(d.cfg.SessionTimeout),
-		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
-		kgo.RebalanceTimeout(d.cfg.RebalanceTimeout),
-		kgo.FetchMaxWait(d.cfg.FetchMaxWait),
-		kgo.FetchMaxBytes(int32(d.cfg.FetchMaxBytes)),
-		kgo.FetchMaxPartitionBytes(int32(max(1, d.cfg.FetchMaxBytes/4))),
-		kgo.Balancers(d.cfg.balancer()),
-	)
+	opts := d.groupOpts(moverGroup(target), DelayTopics(target), mv.onRevoked, mv.onLost)
 	clCtx, kill := context.WithCancel(context.Background())
 	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
 	if err != nil {

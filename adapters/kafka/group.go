@@ -59,20 +59,19 @@ type member struct {
 // topics are polled again. A variable for tests only.
 var queueGrace = time.Second
 
-func newMember(d *subDriver, first *receiver) (*member, error) {
-	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first}, room: make(chan struct{}, 1)}
-	first.m = m
-	isolation := kgo.ReadCommitted()
-	if d.cfg.ReadUncommitted {
-		isolation = kgo.ReadUncommitted()
-	}
-	opts := append(append([]kgo.Opt(nil), d.opts...),
-		kgo.ConsumerGroup(d.cfg.Group),
-		kgo.ConsumeTopics(first.topic),
+// groupOpts are the client options of a group consumer of this
+// subscriber (a member, and the mover of delayed messages): offsets
+// committed by relay, rebalances blocked while a poll is handled, and what
+// the client buffers bounded ahead of the in-flight windows (one fetch at
+// a time, of at most FetchMaxBytes).
+func (d *subDriver) groupOpts(group string, topics []string, revoked, lost func(context.Context, *kgo.Client, map[string][]int32)) []kgo.Opt {
+	return append(append([]kgo.Opt(nil), d.opts...),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsRevoked(m.onRevoked),
-		kgo.OnPartitionsLost(m.onLost),
+		kgo.OnPartitionsRevoked(revoked),
+		kgo.OnPartitionsLost(lost),
 		// Partitions without a committed offset start at the oldest
 		// record; start=latest is applied by committing end offsets for
 		// a topic new to the group first (ensureGroupStart).
@@ -81,14 +80,22 @@ func newMember(d *subDriver, first *receiver) (*member, error) {
 		kgo.HeartbeatInterval(d.cfg.HeartbeatInterval),
 		kgo.RebalanceTimeout(d.cfg.RebalanceTimeout),
 		kgo.FetchMaxWait(d.cfg.FetchMaxWait),
-		// Bound what the client buffers ahead of the in-flight windows:
-		// one fetch at a time, of at most FetchMaxBytes.
 		kgo.FetchMaxBytes(int32(d.cfg.FetchMaxBytes)),
 		kgo.FetchMaxPartitionBytes(int32(max(1, d.cfg.FetchMaxBytes/4))),
 		kgo.MaxConcurrentFetches(1),
 		kgo.Balancers(d.cfg.balancer()),
-		kgo.FetchIsolationLevel(isolation),
 	)
+}
+
+func newMember(d *subDriver, first *receiver) (*member, error) {
+	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first}, room: make(chan struct{}, 1)}
+	first.m = m
+	isolation := kgo.ReadCommitted()
+	if d.cfg.ReadUncommitted {
+		isolation = kgo.ReadUncommitted()
+	}
+	opts := append(d.groupOpts(d.cfg.Group, []string{first.topic}, m.onRevoked, m.onLost),
+		kgo.FetchIsolationLevel(isolation))
 	clCtx, kill := context.WithCancel(context.Background())
 	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
 	if err != nil {
