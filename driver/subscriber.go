@@ -227,8 +227,40 @@ func (s *Subscriber) isClosed() bool {
 	return s.closed
 }
 
+// BatchSubscriber is the batch path of the shared layer, which Subscriber
+// implements: consumers that take messages in batches (the router's batch
+// handlers, the bridge) receive each batch the broker returned as one
+// channel operation instead of one per message. Wrappers of a Subscriber
+// should pass it through.
+type BatchSubscriber interface {
+	// SubscribeBatches is Subscribe with messages delivered in batches:
+	// each slice holds at least one message, in delivery order, and is the
+	// receiver's to keep. Batches are as large as the broker returned
+	// them (at most the in-flight window), so a consumer that wants a
+	// fixed size splits or joins them. Everything else (the window,
+	// settlement, the end of the subscription) is as for Subscribe.
+	SubscribeBatches(ctx context.Context, topic string) (<-chan []*relay.Message, error)
+}
+
 // Subscribe implements relay.Subscriber.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay.Message, error) {
+	sub, err := s.subscribe(ctx, topic, false)
+	if err != nil {
+		return nil, err
+	}
+	return sub.out, nil
+}
+
+// SubscribeBatches implements BatchSubscriber.
+func (s *Subscriber) SubscribeBatches(ctx context.Context, topic string) (<-chan []*relay.Message, error) {
+	sub, err := s.subscribe(ctx, topic, true)
+	if err != nil {
+		return nil, err
+	}
+	return sub.outBatches, nil
+}
+
+func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) (*subscription, error) {
 	if topic == "" {
 		return nil, fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
 	}
@@ -263,7 +295,6 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		brokerEnd: brokerEnd,
 		cancel:    cancel,
 		stopAfter: stop,
-		out:       make(chan *relay.Message, s.opts.InFlight),
 		free:      s.opts.InFlight,
 		maxBytes:  s.opts.InFlightBytes,
 		flushAt:   s.opts.SettleBatch,
@@ -275,11 +306,18 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *relay
 		hold:      s.hold,
 		log:       s.opts.Logger.With("topic", topic, "backend", s.caps.Backend),
 	}
+	// A batch holds at least one message, so a buffer of InFlight batches
+	// never blocks the receive loop before the window does.
+	if batches {
+		sub.outBatches = make(chan []*relay.Message, s.opts.InFlight)
+	} else {
+		sub.out = make(chan *relay.Message, s.opts.InFlight)
+	}
 	s.mu.Lock()
 	s.active[sub] = struct{}{}
 	s.mu.Unlock()
 	go sub.run()
-	return sub.out, nil
+	return sub, nil
 }
 
 // Close implements relay.Subscriber: every subscription ends, its channel

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,14 +29,15 @@ type subscription struct {
 	cancel context.CancelFunc
 	// broker is the parent of every broker call's ctx: live while the
 	// subscription runs, done CloseTimeout after its teardown began.
-	broker    context.Context
-	brokerEnd context.CancelFunc
-	stopAfter func() bool
-	out       chan *relay.Message
-	native    bool
-	maxDelay  time.Duration
-	hold      bool // the driver holds delayed messages until due (DueHolder)
-	log       *slog.Logger
+	broker     context.Context
+	brokerEnd  context.CancelFunc
+	stopAfter  func() bool
+	out        chan *relay.Message   // one of out and outBatches is set
+	outBatches chan []*relay.Message // the batch path (SubscribeBatches)
+	native     bool
+	maxDelay   time.Duration
+	hold       bool // the driver holds delayed messages until due (DueHolder)
+	log        *slog.Logger
 
 	mu        sync.Mutex
 	ended     bool
@@ -94,13 +96,23 @@ func (s *subscription) run() {
 	defer func() {
 		// Messages still buffered were released with the rest; drop them
 		// so nobody reads them from the closed channel.
-		for {
+		if s.outBatches != nil {
+			for drained := false; !drained; {
+				select {
+				case <-s.outBatches:
+				default:
+					drained = true
+				}
+			}
+			close(s.outBatches)
+			return
+		}
+		for drained := false; !drained; {
 			select {
 			case <-s.out:
-				continue
 			default:
+				drained = true
 			}
-			break
 		}
 		close(s.out)
 	}()
@@ -229,6 +241,22 @@ func (s *subscription) receiveLoop() {
 		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64) {
 			return max(batch[i].Attempt, 1), tokens[i]
 		})
+		if s.outBatches != nil {
+			if len(msgs) == 0 {
+				continue
+			}
+			out := slices.Clone(msgs)
+			clear(msgs)
+			if s.ctx.Err() != nil {
+				return
+			}
+			select {
+			case s.outBatches <- out:
+			case <-done:
+				return
+			}
+			continue
+		}
 		for i, m := range msgs {
 			msgs[i] = nil
 			if s.ctx.Err() != nil {

@@ -96,10 +96,11 @@ func (e *BatchError) failure(id string) error {
 type BatchOption func(*batchConfig)
 
 type batchConfig struct {
-	size       int
-	wait       time.Duration
-	guarantee  relay.Guarantee
-	middleware []BatchMiddleware
+	size        int
+	concurrency int
+	wait        time.Duration
+	guarantee   relay.Guarantee
+	middleware  []BatchMiddleware
 }
 
 // BatchMiddleware wraps a BatchHandler, as Middleware wraps a Handler: for
@@ -165,6 +166,18 @@ func WithBatchSize(n int) BatchOption {
 	return func(c *batchConfig) { c.size = n }
 }
 
+// WithBatchConcurrency sets how many batches are handled at once (default
+// 1). Messages with the same Key always go to the same one of n lanes, so
+// they are handled in delivery order, one batch after another; messages
+// without a Key go to whichever lane is free. A lane joins what waits for
+// it into batches of at most WithBatchSize, so with several lanes a batch
+// can be smaller than the messages delivered at once. The in-flight window
+// bounds what all lanes hold together: set inflight to at least n times
+// the batch size.
+func WithBatchConcurrency(n int) BatchOption {
+	return func(c *batchConfig) { c.concurrency = n }
+}
+
 // WithBatchWait sets how long a batch waits for more messages after its
 // first one before it is handed to the handler without being full (default
 // 50ms). With 0 a batch takes only the messages already delivered.
@@ -176,7 +189,8 @@ func WithBatchWait(d time.Duration) BatchOption {
 // handed over in batches: the router takes messages into a batch until it
 // holds WithBatchSize messages or WithBatchWait has passed since its first
 // one, calls h once with them and settles them by the result (see
-// BatchHandler). One batch is handled at a time, so delivery order is kept.
+// BatchHandler). One batch is handled at a time, so delivery order is kept,
+// unless WithBatchConcurrency says more (then per Key).
 //
 // name must be unique within the router, across AddHandler and
 // AddBatchHandler. Middleware (Use, WithMiddleware) is per message and does
@@ -188,13 +202,16 @@ func WithBatchWait(d time.Duration) BatchOption {
 // handed to Own. It returns ErrRunning after Run started and an error for
 // an invalid argument or option.
 func (r *Router) AddBatchHandler(name string, sub relay.Subscriber, topic string, h BatchHandler, opts ...BatchOption) error {
-	bc := batchConfig{size: DefaultBatchSize, wait: DefaultBatchWait}
+	bc := batchConfig{size: DefaultBatchSize, wait: DefaultBatchWait, concurrency: 1}
 	for _, o := range opts {
 		o(&bc)
 	}
 	errs := checkBinding(name, sub, topic, h == nil)
 	if bc.size < 1 {
 		errs = append(errs, fmt.Errorf("router: handler %q: batch size %d is less than 1", name, bc.size))
+	}
+	if bc.concurrency < 1 {
+		errs = append(errs, fmt.Errorf("router: handler %q: batch concurrency %d is less than 1", name, bc.concurrency))
 	}
 	if bc.wait < 0 {
 		errs = append(errs, fmt.Errorf("router: handler %q: batch wait %v is negative", name, bc.wait))
@@ -209,67 +226,19 @@ func (r *Router) AddBatchHandler(name string, sub relay.Subscriber, topic string
 // at a time, on one goroutine.
 func (h *handler) runBatches() {
 	defer h.wg.Done()
-	var timer *time.Timer
-	if h.bcfg.wait > 0 {
-		timer = time.NewTimer(h.bcfg.wait)
-		timer.Stop()
-		defer timer.Stop()
-	}
+	rd := newBatchReader(h)
+	defer rd.stop()
 	for {
-		first, ok := h.next()
-		if !ok {
-			return
-		}
-		batch, ok := h.collect(first, timer)
+		batch, ok := rd.take(h.bcfg.size)
 		if !ok || h.stopped() {
 			for _, m := range batch {
 				h.unstarted(m)
 			}
+			rd.unstartedRest()
 			return
 		}
 		h.processBatch(batch)
 	}
-}
-
-// collect adds to the batch that first begins until it is full, the wait
-// has passed (with no wait: until no message is ready) or the router
-// stops. ok is false when the subscription ended.
-func (h *handler) collect(first *relay.Message, timer *time.Timer) (batch []*relay.Message, ok bool) {
-	size := h.bcfg.size
-	batch = make([]*relay.Message, 1, min(size, batchPrealloc))
-	batch[0] = first
-	if timer == nil {
-		for len(batch) < size {
-			select {
-			case m, open := <-h.ch:
-				if !open {
-					h.subscriptionEnded()
-					return batch, false
-				}
-				batch = append(batch, m)
-			default:
-				return batch, true
-			}
-		}
-		return batch, true
-	}
-	timer.Reset(h.bcfg.wait)
-	defer timer.Stop()
-	for len(batch) < size {
-		select {
-		case <-h.r.stopping:
-			return batch, true
-		case <-timer.C:
-			return batch, true
-		case m, open := <-h.ch:
-			if !open {
-				h.subscriptionEnded()
-				return batch, false
-			}
-			batch = append(batch, m)
-		}
-	}
-	return batch, true
 }
 
 // processBatch runs the batch handler and settles every message of msgs.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // handler is one AddHandler or AddBatchHandler binding and, once started,
@@ -28,6 +29,7 @@ type handler struct {
 	ctx        context.Context // router-owned: live until the drain times out
 	subCancel  context.CancelFunc
 	ch         <-chan *relay.Message
+	batches    <-chan []*relay.Message // a batch handler's, with the batch path
 	lanes      []chan *relay.Message
 	shared     chan *relay.Message // messages without a Key, for any lane
 	wg         sync.WaitGroup      // dispatcher and lanes
@@ -52,16 +54,30 @@ func (h *handler) start(routerMW Middleware, routerBMW BatchMiddleware) error {
 	// The subscription outlives Run's ctx: it is cancelled only after the
 	// drain, so that the settlements of the drained messages count.
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(r.hardCtx))
-	ch, err := h.sub.Subscribe(subCtx, h.topic)
-	if err != nil {
-		cancel()
-		return err
+	if bs, ok := h.sub.(driver.BatchSubscriber); ok && h.bfn != nil {
+		// A batch handler takes the shared layer's batches as they come.
+		batches, err := bs.SubscribeBatches(subCtx, h.topic)
+		if err != nil {
+			cancel()
+			return err
+		}
+		h.subCancel, h.batches = cancel, batches
+	} else {
+		ch, err := h.sub.Subscribe(subCtx, h.topic)
+		if err != nil {
+			cancel()
+			return err
+		}
+		h.subCancel, h.ch = cancel, ch
 	}
-	h.subCancel, h.ch = cancel, ch
 
 	if h.bfn != nil {
 		h.wg.Add(1)
-		go h.runBatches()
+		if h.bcfg.concurrency > 1 {
+			go h.runBatchLanes()
+		} else {
+			go h.runBatches()
+		}
 		return nil
 	}
 	n := h.cfg.concurrency
@@ -326,11 +342,18 @@ func (h *handler) awaitSubscriptionEnd() {
 	defer t.Stop()
 	for {
 		select {
-		case m, ok := <-h.ch:
+		case m, ok := <-h.ch: // nil for a batch handler on the batch path
 			if !ok {
 				return
 			}
 			h.unstarted(m)
+		case msgs, ok := <-h.batches: // nil otherwise
+			if !ok {
+				return
+			}
+			for _, m := range msgs {
+				h.unstarted(m)
+			}
 		case <-t.C:
 			h.r.log.Warn("router: subscription did not end in time", "handler", h.name, "topic", h.topic)
 			return

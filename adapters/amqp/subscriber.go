@@ -45,6 +45,7 @@ type sharedSubscriber interface {
 	relay.CapabilityReporter
 	relay.HealthChecker
 	relay.LagReporter
+	driver.BatchSubscriber
 	RemoveTopic(ctx context.Context, topic string) error
 }
 
