@@ -172,6 +172,15 @@ type Source struct {
 	// the schemes of this module (all take inflight=); for other schemes
 	// only when set.
 	InFlight int
+	// InFlightBytes bounds the payload and metadata bytes of the window
+	// beside InFlight ("inflight_bytes", a number of bytes or a size such
+	// as 64MiB), set as inflight_bytes= on the URL unless the URL has it.
+	// Every message a route holds (published, being retried, waiting for
+	// its lane) is an unsettled message of the source, so this bounds the
+	// route's memory for messages: small messages fill the InFlight
+	// window, large ones stop at this bound. Default: the adapter's, 64 MiB
+	// for the schemes of this module.
+	InFlightBytes int64
 }
 
 // Destination is the publishing end of a route.
@@ -390,6 +399,9 @@ func (r Route) validate(p *problems, path string) {
 		if param == "inflight" && r.From.InFlight > 0 && !strings.Contains(r.From.URL, "inflight=") {
 			return src + ".inflight"
 		}
+		if param == "inflight_bytes" && r.From.InFlightBytes > 0 && !strings.Contains(r.From.URL, "inflight_bytes=") {
+			return src + ".inflight_bytes"
+		}
 		if param != "group" {
 			return src + ".url"
 		}
@@ -414,6 +426,9 @@ func (r Route) validate(p *problems, path string) {
 	}
 	if r.From.InFlight < 0 {
 		p.add(src+".inflight", "%d: must be at least 1", r.From.InFlight)
+	}
+	if r.From.InFlightBytes < 0 {
+		p.add(src+".inflight_bytes", "%d: must be at least 1", r.From.InFlightBytes)
 	}
 	if r.Concurrency < 0 || r.Concurrency > MaxConcurrency {
 		p.add(path+".concurrency", "%d: want 1 to %d", r.Concurrency, MaxConcurrency)

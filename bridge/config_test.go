@@ -87,7 +87,7 @@ routes:
 	want := []string{
 		`b.yaml:3:10: log.level: "loud": want debug, info, warn or error`,
 		`b.yaml:4:1: htp: unknown field (did you mean "http"?); known fields here: http, log, name, routes, shutdown_timeout`,
-		`b.yaml:10:7: routes[0].from.topik: unknown field (did you mean "topic"?); known fields here: group, id, inflight, topic, url`,
+		`b.yaml:10:7: routes[0].from.topik: unknown field (did you mean "topic"?); known fields here: group, id, inflight, inflight_bytes, topic, url`,
 		`b.yaml:8:5: routes[0].from.topic: required`,
 		`b.yaml:13:12: routes[0].to.url: environment variable PASSWORD is not set (use ${PASSWORD:-default} for a default)`,
 		`b.yaml:14:18: routes[0].concurrency: "many": want a whole number`,
@@ -225,5 +225,42 @@ func TestValidateGoConfig(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != want {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), want)
+	}
+}
+
+// from.inflight_bytes takes a size with a unit, reaches the source URL as
+// inflight_bytes= (unless the URL sets it), and refuses what is not a size.
+func TestParseInFlightBytes(t *testing.T) {
+	src := `
+routes:
+  - name: big
+    from: {url: "mem://a", topic: t, group: g, inflight_bytes: 16MiB}
+    to: {url: "mem://b"}
+  - name: url-wins
+    from: {url: "mem://a?inflight_bytes=1024", topic: t, group: g, inflight_bytes: 2048}
+    to: {url: "mem://b"}
+`
+	c, err := bridge.Parse([]byte(src), "b.yaml", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Routes[0].From.InFlightBytes; got != 16<<20 {
+		t.Fatalf("inflight_bytes = %d, want %d", got, 16<<20)
+	}
+	urls := bridge.SourceURLs(c.WithDefaults())
+	if !strings.Contains(urls[0], "inflight_bytes=16777216") {
+		t.Errorf("source URL %q lacks inflight_bytes=16777216", urls[0])
+	}
+	if !strings.Contains(urls[1], "inflight_bytes=1024") || strings.Contains(urls[1], "2048") {
+		t.Errorf("source URL %q: the URL's inflight_bytes= should win", urls[1])
+	}
+	_, err = bridge.Parse([]byte(`
+routes:
+  - name: r
+    from: {url: "mem://a", topic: t, group: g, inflight_bytes: lots}
+    to: {url: "mem://b"}
+`), "c.yaml", env(nil))
+	if err == nil || !strings.Contains(err.Error(), `routes[0].from.inflight_bytes: "lots": want a size`) {
+		t.Fatalf("err = %v, want the inflight_bytes problem", err)
 	}
 }

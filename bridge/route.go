@@ -72,15 +72,18 @@ func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics
 }
 
 // sourceURL is the URL the route subscribes with: the configured one plus
-// group= and inflight= unless it has them.
+// group=, inflight= and inflight_bytes= unless it has them.
 func sourceURL(s Source) string {
 	raw := withGroup(s.URL, s.Group)
-	if s.InFlight <= 0 {
+	if s.InFlight <= 0 && s.InFlightBytes <= 0 {
 		return raw
 	}
 	return withQuery(raw, func(q url.Values) {
-		if q.Get("inflight") == "" {
+		if s.InFlight > 0 && q.Get("inflight") == "" {
 			q.Set("inflight", strconv.Itoa(s.InFlight))
+		}
+		if s.InFlightBytes > 0 && q.Get("inflight_bytes") == "" {
+			q.Set("inflight_bytes", strconv.FormatInt(s.InFlightBytes, 10))
 		}
 	})
 }
@@ -232,22 +235,30 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 		closeAll()
 		return false, err
 	}
-	f := &forwarder{r: r}
-	err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
-		router.WithConcurrency(r.cfg.Concurrency),
-		router.WithGuarantee(r.routerGuarantee()),
-		router.WithMiddleware(mws...))
+	f := &forwarder{r: r, pub: r.tel.publisher(pub)}
+	if r.pipelined() {
+		f.send = f.publishOne
+		err = r.addPipelined(rt, sub, f, router.Chain(mws...)(f.handle))
+	} else {
+		flushers := 1
+		if r.cfg.Batch > 1 {
+			flushers = min(4, r.cfg.Concurrency)
+		}
+		f.batch = newBatcher(f.pub, r.cfg.To.Topic, r.cfg.Batch, flushers, r.cfg.PublishTimeout)
+		f.send = f.batch.publish
+		err = rt.AddHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handle,
+			router.WithConcurrency(r.cfg.Concurrency),
+			router.WithGuarantee(r.routerGuarantee()),
+			router.WithMiddleware(mws...))
+	}
 	if err != nil {
+		if f.batch != nil {
+			f.batch.close()
+		}
 		closeAll()
 		return false, err
 	}
 	rt.Own(closers...)
-
-	flushers := 1
-	if r.cfg.Batch > 1 {
-		flushers = min(4, r.cfg.Concurrency)
-	}
-	f.batch = newBatcher(r.tel.publisher(pub), r.cfg.To.Topic, r.cfg.Batch, flushers, r.cfg.PublishTimeout)
 	s := &session{rt: rt}
 	s.pubH, _ = pub.(relay.HealthChecker)
 	s.subH, _ = sub.(relay.HealthChecker)
@@ -270,7 +281,9 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 		connected = true
 	default: // the subscription failed
 	}
-	f.batch.close()
+	if f.batch != nil {
+		f.batch.close()
+	}
 	stopPoll()
 	<-pollDone
 	if ctx.Err() != nil {
@@ -405,9 +418,33 @@ func (r *route) endpointErrs() (src, dst error) {
 // (and returns no outputs), so that the retry, poison and dedup middleware
 // around it see the destination's answer: the router acks the source only
 // when the handler returned nil, which is after the destination confirmed.
+// On a pipelined route (see pipeline.go) the router calls handleBatch, and
+// handle only forwards what failed in a batch, one message at a time.
 type forwarder struct {
 	r     *route
-	batch *batcher
+	pub   relay.Publisher
+	batch *batcher // without pipelining: joins concurrent copies into calls
+	// send publishes one copy: through batch, or alone on a pipelined route.
+	send func(ctx context.Context, c *relay.Message) error
+	// single is the per-message chain around handle (pipelined routes).
+	single router.Handler
+}
+
+// publishOne publishes c alone, bounded by the route's publish timeout.
+func (f *forwarder) publishOne(ctx context.Context, c *relay.Message) error {
+	return f.publishAll(ctx, []*relay.Message{c})
+}
+
+// copyOf returns the copy of m that the route publishes: it shares the
+// payload (nothing writes to it) and has its own metadata, with the hop
+// marker added.
+func (r *route) copyOf(m *relay.Message) *relay.Message {
+	md := make(relay.Metadata, len(m.Metadata)+1)
+	for k, v := range m.Metadata {
+		md[k] = v
+	}
+	addHop(md, r.srcHop)
+	return &relay.Message{ID: m.ID, Key: m.Key, Metadata: md, Payload: m.Payload}
 }
 
 func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Message, error) {
@@ -417,17 +454,10 @@ func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Mess
 		r.log.Debug("not forwarding a message that would loop", "id", m.ID, "hops", m.Metadata[HopsKey])
 		return nil, nil
 	}
-	// The copy shares the payload (nothing writes to it) and has its own
-	// metadata, which gets the hop marker.
-	md := make(relay.Metadata, len(m.Metadata)+1)
-	for k, v := range m.Metadata {
-		md[k] = v
-	}
-	addHop(md, r.srcHop)
-	c := &relay.Message{ID: m.ID, Key: m.Key, Metadata: md, Payload: m.Payload}
+	c := r.copyOf(m)
 	start := time.Now()
 	ctx, end := r.tel.startForward(ctx, r.cfg.To.Topic, m, c)
-	err := f.batch.publish(ctx, c)
+	err := f.send(ctx, c)
 	end(err)
 	if err != nil {
 		err = fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)

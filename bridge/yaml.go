@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Load reads and parses the YAML file at path; see Parse. Environment
@@ -257,6 +258,23 @@ func (d *decoder) int(dst *int) func(*yaml.Node, string) {
 	}
 }
 
+// bytes reads a byte count: a whole number or a size with a binary unit
+// (64MiB), as inflight_bytes= takes it.
+func (d *decoder) bytes(dst *int64) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v, ok := d.scalar(n, path, "a size")
+		if !ok || v == "" {
+			return
+		}
+		b, err := driver.ParseBytes(strings.TrimSpace(v))
+		if err != nil {
+			d.p.at(posOf(n), path, "%q: want a size such as 1048576 or 64MiB", v)
+			return
+		}
+		*dst = b
+	}
+}
+
 func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		v, ok := d.scalar(n, path, "a duration")
@@ -369,7 +387,8 @@ func (d *decoder) route(n *yaml.Node, path string, r *Route) {
 				field{"topic", d.str(&r.From.Topic)},
 				field{"group", d.str(&r.From.Group)},
 				field{"id", d.str(&r.From.ID)},
-				field{"inflight", d.int(&r.From.InFlight)})
+				field{"inflight", d.int(&r.From.InFlight)},
+				field{"inflight_bytes", d.bytes(&r.From.InFlightBytes)})
 		}},
 		field{"to", func(n *yaml.Node, path string) {
 			d.mapping(n, path,

@@ -1,0 +1,10 @@
+package bridge
+
+// SourceURLs returns the URL each route of c subscribes with.
+func SourceURLs(c Config) []string {
+	out := make([]string, len(c.Routes))
+	for i, r := range c.Routes {
+		out[i] = sourceURL(r.From)
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/bridge"
+)
+
+// flakyScheme is a destination over a mem:// broker (its host) that
+// records every Publish call and fails chosen messages: those whose
+// payload starts with "flaky" on their first two attempts, those starting
+// with "bad" for good (a limit), each named in a *relay.PublishError while
+// the rest of the call is published.
+const flakyScheme = "pipelinetest-flaky"
+
+func init() { relay.Register(flakyScheme, flakyOpener{}) }
+
+type flakyOpener struct{}
+
+var flaky = struct {
+	sync.Mutex
+	calls    map[string][]int // by broker: messages per Publish call
+	attempts map[string]int   // by message ID
+}{calls: map[string][]int{}, attempts: map[string]int{}}
+
+func (flakyOpener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
+	pub, err := relay.OpenPublisher(ctx, "mem://"+u.Host)
+	if err != nil {
+		return nil, err
+	}
+	return &flakyPublisher{Publisher: pub, broker: u.Host}, nil
+}
+
+func (flakyOpener) OpenSubscriber(context.Context, *url.URL) (relay.Subscriber, error) {
+	return nil, relay.ErrNotSupported
+}
+
+type flakyPublisher struct {
+	relay.Publisher
+	broker string
+}
+
+func (p *flakyPublisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
+	var send []*relay.Message
+	var pe relay.PublishError
+	flaky.Lock()
+	flaky.calls[p.broker] = append(flaky.calls[p.broker], len(msgs))
+	for _, m := range msgs {
+		flaky.attempts[m.ID]++
+		switch s := string(m.Payload); {
+		case len(s) >= 3 && s[:3] == "bad":
+			pe.Failed = append(pe.Failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("%w: refused", relay.ErrLimit)})
+		case len(s) >= 5 && s[:5] == "flaky" && flaky.attempts[m.ID] <= 2:
+			pe.Failed = append(pe.Failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("broker busy")})
+		default:
+			send = append(send, m)
+		}
+	}
+	flaky.Unlock()
+	if len(send) > 0 {
+		if err := p.Publisher.Publish(ctx, topic, send...); err != nil {
+			return err
+		}
+	}
+	if len(pe.Failed) > 0 {
+		return &pe
+	}
+	return nil
+}
+
+// A pipelined route publishes batches, and a message that fails inside a
+// batch is handled alone: a transient failure is retried until it goes
+// through, a permanent one is poisoned, and the rest of the batch is
+// forwarded and acked at once. Every message is forwarded once, each Key's
+// messages in order, and the source keeps nothing.
+func TestPipelineRetriesAndPoisonsWithinBatches(t *testing.T) {
+	const total, keys = 600, 8
+	a, dst := "mem://"+uniq("a"), uniq("b")
+	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
+		Name:        "pipe",
+		From:        bridge.Source{URL: a, Topic: "in", Group: "bridge", InFlight: 512},
+		To:          bridge.Destination{URL: flakyScheme + "://" + dst, Topic: "out"},
+		Concurrency: 400, // 4 lanes of 100
+		Retry:       &bridge.Retry{MaxAttempts: 5, InitialInterval: time.Millisecond},
+		Poison:      &bridge.Poison{Topic: "in.poison"},
+	}}}, bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, a, "bridge", "in")
+	provision(t, a, "ops", "in.poison")
+	provision(t, "mem://"+dst, "reader", "out")
+	var in []*relay.Message
+	wantOrder := map[string][]string{}
+	bad := map[string]bool{}
+	for i := range total {
+		var m *relay.Message
+		switch {
+		case i%97 == 13:
+			m = relay.NewMessage([]byte("bad " + strconv.Itoa(i)))
+			bad[m.ID] = true
+		case i%41 == 7:
+			m = relay.NewMessage([]byte("flaky " + strconv.Itoa(i)))
+		default:
+			m = relay.NewMessage([]byte("ok " + strconv.Itoa(i)))
+			m.Key = "k" + strconv.Itoa(i%keys)
+			wantOrder[m.Key] = append(wantOrder[m.Key], m.ID)
+		}
+		in = append(in, m)
+	}
+	publish(t, a, "in", in...)
+	stop := runBridge(t, br)
+
+	got := consume(t, "mem://"+dst, "reader", "out", total-len(bad))
+	seen := map[string]int{}
+	order := map[string][]string{}
+	for _, m := range got {
+		seen[m.ID]++
+		if m.Key != "" {
+			order[m.Key] = append(order[m.Key], m.ID)
+		}
+	}
+	for _, m := range in {
+		if want := map[bool]int{true: 0, false: 1}[bad[m.ID]]; seen[m.ID] != want {
+			t.Fatalf("message %s (%s) forwarded %d times, want %d", m.ID, m.Payload, seen[m.ID], want)
+		}
+	}
+	for k, ids := range wantOrder {
+		for i := range ids {
+			if order[k][i] != ids[i] {
+				t.Fatalf("key %s: message %d forwarded as %s, want %s", k, i, order[k][i], ids[i])
+			}
+		}
+	}
+	poisoned := consume(t, a, "ops", "in.poison", len(bad))
+	for _, p := range poisoned {
+		if !bad[p.Metadata["relay-poison-original-id"]] {
+			t.Fatalf("poisoned %s (%s), not a bad message", p.ID, p.Payload)
+		}
+	}
+	rs := waitRoute(t, br, 0, "every message settled", func(rs bridge.RouteStatus) bool {
+		return rs.Forwarded == int64(total-len(bad)) && rs.Poisoned == int64(len(bad))
+	})
+	if rs.Retries < 1 || rs.InFlight != 0 {
+		t.Errorf("retries %d, in flight %d; want retries of the flaky messages, none in flight", rs.Retries, rs.InFlight)
+	}
+	waitLagOf(t, a, "bridge", "in", 0)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	flaky.Lock()
+	calls := flaky.calls[dst]
+	flaky.Unlock()
+	most := 0
+	for _, n := range calls {
+		most = max(most, n)
+	}
+	if most < 10 || len(calls) > total/4 {
+		t.Fatalf("%d Publish calls, the largest of %d messages; want batches", len(calls), most)
+	}
+	t.Logf("%d Publish calls for %d messages, largest %d", len(calls), total, most)
+}
