@@ -627,6 +627,12 @@ func (c *callCounter) count(r *http.Request) {
 	c.mu.Unlock()
 }
 
+func (c *callCounter) get(action string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byAction[action]
+}
+
 func (c *callCounter) total() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -717,5 +723,13 @@ func measureForwardCounted(b *testing.B, from, to benchBackend) forwardCalls {
 		dstURL = testenv.WithParams(dstURL, "endpoint", ep)
 	}
 	fc.rate = runForward(b, from, to, relay.AtLeastOnce, srcURL, dstURL)
+	// A call moves at most ten messages: fewer calls than that through a
+	// proxy mean the bridge's calls went around it.
+	if fc.src != nil && fc.src.get("ReceiveMessage") < benchMessages/10 {
+		b.Fatalf("the source's proxy saw %v for %d messages forwarded", fc.src, benchMessages)
+	}
+	if fc.dst != nil && fc.dst.get("SendMessageBatch")+fc.dst.get("SendMessage") < benchMessages/10 {
+		b.Fatalf("the destination's proxy saw %v for %d messages forwarded", fc.dst, benchMessages)
+	}
 	return fc
 }
