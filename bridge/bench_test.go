@@ -29,6 +29,8 @@ type benchBackend struct {
 	name   string
 	pubURL string
 	subURL func(group string) string
+	// raw is the backend's client library used directly (rawbench_test.go).
+	raw rawBackend
 }
 
 var (
@@ -48,21 +50,12 @@ func benchBackends(b *testing.B) []benchBackend {
 	redis, amqp := testenv.Redis(b), testenv.AMQP(b)
 	sqsOnce.Do(func() { sqsSvc = testenv.StartSQS() })
 	sqsSvc.Need(b)
-	aws := func(scheme string) string {
-		u := scheme + "://?region=" + sqsSvc.Region
-		if sqsSvc.Endpoint != "" {
-			u = testenv.WithParams(u, "endpoint", sqsSvc.Endpoint)
-		}
-		if sqsSvc.Emulated {
-			u = testenv.WithParams(u, "access_key_id", "test", "secret_key", "test")
-		}
-		return u
-	}
+	sqsu := sqsURL(sqsSvc, "")
 	return []benchBackend{
-		{"redis", redis, withGroup(redis)},
-		{"amqp", amqp, withGroup(amqp)},
+		{"redis", redis, withGroup(redis), newRawRedis(b, redis)},
+		{"amqp", amqp, withGroup(amqp), newRawAMQP(b, amqp)},
 		kafkaBackend(b),
-		{"sqs", aws("sqs"), func(string) string { return testenv.WithParams(aws("sqs"), "wait", "1") }},
+		{"sqs", sqsu, func(string) string { return testenv.WithParams(sqsu, "wait", "1") }, &rawSQS{sqsSvc}},
 	}
 }
 
@@ -75,43 +68,93 @@ func withGroup(u string) func(string) string {
 // RELAY_TEST_KAFKA_BROKERS; see kafkaURL).
 func kafkaBackend(b *testing.B) benchBackend {
 	k := kafkaURL(b)
-	return benchBackend{"kafka", k, withGroup(k)}
+	return benchBackend{"kafka", k, withGroup(k), newRawKafka(b, k)}
 }
 
-// BenchmarkRoute measures, per ordered pair of backends and in the same
-// run, (1) relay consuming and acking a backlog on the source (with the
-// bridge's in-flight window, 256), (2) relay
-// publishing to the destination in batches of 100 from 4 goroutines and
-// (3) one message per Publish call from 16 goroutines (the bridge's
-// pattern), and (4) the bridge forwarding a backlog from source to
-// destination with the default route settings. It reports
-// each rate in msg/s and fwd/min, the ratio of forwarding to the slower of
-// (1) and (2). Run it with:
+// BenchmarkRoute measures, per ordered pair of backends (and kafka ->
+// kafka, one cluster) in interleaved rounds of the same run:
 //
-//	go test -run '^$' -bench BenchmarkRoute -benchtime 1x ./bridge
+//   - raw-consume: the source's client library consuming and acking a
+//     backlog that relay published, with the bridge's in-flight window
+//     (bridge.DefaultSourceInFlight; see rawbench_test.go for each loop);
+//   - raw-publish: the destination's client library publishing in
+//     batches of 100 from 4 goroutines;
+//   - consume: relay consuming and acking a backlog on the source with
+//     the bridge's window;
+//   - publish-batch: relay publishing to the destination in batches of
+//     100 from 4 goroutines;
+//   - publish-single: one message per Publish call from 16 goroutines;
+//   - forward: the bridge forwarding a backlog from source to destination
+//     with the default route settings.
+//
+// It reports each rate in msg/s (the mean over the rounds) and the ratios
+// of forwarding to the slower end: ratio-raw to the slower of raw-consume
+// and raw-publish, ratio to the slower of relay's consume and
+// publish-batch, ratio-single to the slower of consume and
+// publish-single; consume/raw and publish/raw are relay's ends against
+// the raw ones. For an SQS end it also reports the HTTP calls per message
+// of the forward run (src-, dst-http-calls/msg, counted by a reverse
+// proxy in front of the service, one per end) and of the raw loops
+// (raw-consume-, raw-publish-calls/msg). Run it with:
+//
+//	go test -run '^$' -bench BenchmarkRoute -benchtime 1x -timeout 60m ./bridge
 func BenchmarkRoute(b *testing.B) {
 	bs := benchBackends(b)
 	for _, from := range bs {
 		for _, to := range bs {
-			if from.name == to.name {
+			if from.name == to.name && from.name != "kafka" {
 				continue
 			}
 			b.Run(from.name+"-to-"+to.name, func(b *testing.B) {
-				var consume, bulk, single, fwd float64
-				for range b.N {
-					consume += measureConsume(b, from)
-					bulk += measurePublish(b, to, 100, 4)
-					single += measurePublish(b, to, 1, 16)
-					fwd += measureForward(b, from, to, relay.AtLeastOnce)
+				var rawConsume, rawPublish, consume, bulk, single, fwd float64
+				var rawConsumeCalls, rawPublishCalls, srcCalls, dstCalls int64
+				for round := range b.N {
+					rc := measureRawConsume(b, from)
+					rp := measureRawPublish(b, to)
+					c := measureConsume(b, from)
+					pb := measurePublish(b, to, 100, 4)
+					ps := measurePublish(b, to, 1, 16)
+					fc := measureForwardCounted(b, from, to)
+					rawConsume, rawPublish, consume, bulk, single, fwd = rawConsume+rc.rate, rawPublish+rp.rate, consume+c, bulk+pb, single+ps, fwd+fc.rate
+					rawConsumeCalls += rc.calls
+					rawPublishCalls += rp.calls
+					b.Logf("round %d: raw consume %.0f, raw publish %.0f, consume %.0f, publish-batch %.0f, publish-single %.0f, forward %.0f msg/s",
+						round+1, rc.rate, rp.rate, c, pb, ps, fc.rate)
+					if fc.src != nil {
+						srcCalls += fc.src.total()
+						b.Logf("round %d: forward source calls: %v", round+1, fc.src)
+					}
+					if fc.dst != nil {
+						dstCalls += fc.dst.total()
+						b.Logf("round %d: forward destination calls: %v", round+1, fc.dst)
+					}
 				}
 				n := float64(b.N)
+				rawConsume, rawPublish = rawConsume/n, rawPublish/n
 				consume, bulk, single, fwd = consume/n, bulk/n, single/n, fwd/n
+				b.ReportMetric(rawConsume, "raw-consume-msg/s")
+				b.ReportMetric(rawPublish, "raw-publish-msg/s")
 				b.ReportMetric(consume, "consume-msg/s")
 				b.ReportMetric(bulk, "publish-batch-msg/s")
 				b.ReportMetric(single, "publish-single-msg/s")
 				b.ReportMetric(fwd, "forward-msg/s")
+				b.ReportMetric(fwd/min(rawConsume, rawPublish), "ratio-raw")
 				b.ReportMetric(fwd/min(consume, bulk), "ratio")
 				b.ReportMetric(fwd/min(consume, single), "ratio-single")
+				b.ReportMetric(consume/rawConsume, "consume/raw")
+				b.ReportMetric(bulk/rawPublish, "publish/raw")
+				msgs := n * benchMessages
+				if from.name == "sqs" {
+					b.ReportMetric(float64(srcCalls)/msgs, "src-http-calls/msg")
+					b.ReportMetric(float64(rawConsumeCalls)/msgs, "raw-consume-calls/msg")
+				}
+				if to.name == "sqs" {
+					b.ReportMetric(float64(dstCalls)/msgs, "dst-http-calls/msg")
+					b.ReportMetric(float64(rawPublishCalls)/msgs, "raw-publish-calls/msg")
+				}
+				if from.name == "sqs" || to.name == "sqs" {
+					b.ReportMetric(float64(srcCalls+dstCalls)/msgs, "http-calls/msg")
+				}
 			})
 		}
 	}
@@ -160,6 +203,7 @@ func measureConsume(b *testing.B, be benchBackend) float64 {
 	window := benchBackend{name: be.name, pubURL: be.pubURL, subURL: func(g string) string {
 		return testenv.WithParams(be.subURL(g), "inflight", strconv.Itoa(bridge.DefaultSourceInFlight))
 	}}
+	defer be.raw.drop(topic, "g")
 	sub := provisioned(b, window, topic, "g")
 	defer sub.Close()
 	fill(b, be, topic)
@@ -190,6 +234,7 @@ func measureConsume(b *testing.B, be benchBackend) float64 {
 // call from workers goroutines.
 func measurePublish(b *testing.B, be benchBackend, batch, workers int) float64 {
 	topic := "bench-p-" + benchID()
+	defer be.raw.drop(topic, "g")
 	sub := provisioned(b, be, topic, "g") // so that the messages are kept (and routable)
 	defer sub.Close()
 	pub, err := relay.OpenPublisher(context.Background(), be.pubURL)
@@ -258,22 +303,30 @@ func BenchmarkRouteGuarantee(b *testing.B) {
 // relay.ExactlyOnce, from and to must be one Kafka cluster; the source
 // gets a transactional_id.
 func measureForward(b *testing.B, from, to benchBackend, g relay.Guarantee) float64 {
+	return runForward(b, from, to, g, from.subURL("bridge"), to.pubURL)
+}
+
+// runForward is measureForward with the bridge's source and destination
+// opened at srcURL and dstURL (from's and to's, or the same through a
+// proxy); provisioning and filling use from and to.
+func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, dstURL string) float64 {
 	run := benchID()
 	in, out := "bench-in-"+run, "bench-out-"+run
+	defer from.raw.drop(in, "bridge")
+	defer to.raw.drop(out, "reader")
 	src := provisioned(b, from, in, "bridge")
 	_ = src.Close()
 	dst := provisioned(b, to, out, "reader")
 	defer dst.Close()
 	fill(b, from, in)
 	reg := prometheus.NewRegistry()
-	srcURL := from.subURL("bridge")
 	if g == relay.ExactlyOnce {
 		srcURL = testenv.WithParams(srcURL, "transactional_id", "bench-"+run)
 	}
 	br, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{{
 		Name:      "bench",
 		From:      bridge.Source{URL: srcURL, Topic: in},
-		To:        bridge.Destination{URL: to.pubURL, Topic: out},
+		To:        bridge.Destination{URL: dstURL, Topic: out},
 		Guarantee: g,
 	}}}, bridge.Options{Logger: quiet, Registry: reg})
 	if err != nil {
