@@ -20,8 +20,8 @@ import (
 const (
 	DefaultHTTPAddress     = "127.0.0.1:9470"
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultConcurrency     = 128
-	DefaultSourceInFlight  = 256
+	DefaultConcurrency     = 512
+	DefaultSourceInFlight  = 1024
 	DefaultBatch           = 100
 	MaxConcurrency         = 4096
 	DefaultPublishTimeout  = 30 * time.Second
