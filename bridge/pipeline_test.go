@@ -167,3 +167,47 @@ func TestPipelineRetriesAndPoisonsWithinBatches(t *testing.T) {
 	}
 	t.Logf("%d Publish calls for %d messages, largest %d", len(calls), total, most)
 }
+
+// hangScheme is a destination whose open blocks until its ctx is done, as
+// a broker that accepts the TCP connection and never answers.
+const hangScheme = "pipelinetest-hang"
+
+func init() { relay.Register(hangScheme, hangOpener{}) }
+
+type hangOpener struct{}
+
+func (hangOpener) OpenPublisher(ctx context.Context, _ *url.URL) (relay.Publisher, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (hangOpener) OpenSubscriber(context.Context, *url.URL) (relay.Subscriber, error) {
+	return nil, relay.ErrNotSupported
+}
+
+// Stopping a bridge whose route is still connecting is a clean stop: Run
+// returns nil (relay bridge exits 0 on SIGTERM), not the cancelled open.
+func TestStopWhileConnectingIsClean(t *testing.T) {
+	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
+		Name: "connecting",
+		From: bridge.Source{URL: "mem://" + uniq("a"), Topic: "in", Group: "g"},
+		To:   bridge.Destination{URL: hangScheme + "://x", Topic: "out"},
+	}}}, bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- br.Run(ctx) }()
+	waitRoute(t, br, 0, "the route connecting", func(rs bridge.RouteStatus) bool { return rs.State == bridge.StateStarting })
+	time.Sleep(50 * time.Millisecond) // inside the open
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its ctx was cancelled")
+	}
+}

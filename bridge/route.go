@@ -123,6 +123,9 @@ func (r *route) run(ctx context.Context) error {
 		r.phase.Store(phaseStarting)
 		connected, err := r.session(ctx)
 		if ctx.Err() != nil {
+			if !connected {
+				return nil // stopped while connecting: nothing was in flight
+			}
 			return err
 		}
 		r.fail(err)

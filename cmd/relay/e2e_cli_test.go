@@ -217,7 +217,9 @@ func TestNotReadyWhileADestinationIsDown(t *testing.T) {
 	for range 100 {
 		var code int
 		code, body = br.get("/readyz")
-		if code == 503 && strings.Contains(body, "route down: not connected: open destination amqp://user:xxxxx@127.0.0.1:1/") {
+		// Route up may still be connecting when route down has already
+		// failed: wait for both.
+		if code == 503 && strings.Contains(body, "route down: not connected: open destination amqp://user:xxxxx@127.0.0.1:1/") && !strings.Contains(body, "route up") {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
