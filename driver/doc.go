@@ -32,7 +32,9 @@
 //
 // # What this package does for it
 //
-// NewPublisher and NewSubscriber own everything else: argument and limit
+// NewPublisher and NewSubscriber own everything else (the Subscriber also
+// offers the batch path, BatchSubscriber, on which the router's batch
+// handlers and the bridge take each received batch whole): argument and limit
 // checks (including assigning a UUIDv7 to a message without an ID), the
 // in-flight window, read-ahead, settlement batching and linger, emulated
 // NackAfter delays where the driver has no native delay, lease extension,
