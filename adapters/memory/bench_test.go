@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -16,36 +17,49 @@ import (
 // not the cost of a message. Between chunks the timer stops.
 const benchBacklog = 10_000
 
-// benchTimer is b's timer and the process's CPU time while it runs, so
-// that cpu-ns/op, like ns/op, leaves out what runs while it is stopped.
+// benchTimer is b's timer, the process's CPU time and its heap
+// allocations while it runs, so that cpu-ns/op and allocs/msg, like ns/op,
+// leave out what runs while it is stopped.
 type benchTimer struct {
-	b     *testing.B
-	start time.Duration
-	cpu   time.Duration
+	b      *testing.B
+	start  time.Duration
+	cpu    time.Duration
+	mstart uint64
+	allocs uint64
 }
 
 func startBench(b *testing.B) *benchTimer {
 	b.ReportAllocs()
 	b.ResetTimer()
-	return &benchTimer{b: b, start: processCPU()}
+	return &benchTimer{b: b, start: processCPU(), mstart: mallocs()}
+}
+
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
 }
 
 func (t *benchTimer) stop() {
 	t.b.StopTimer()
 	t.cpu += processCPU() - t.start
+	t.allocs += mallocs() - t.mstart
 }
 
 func (t *benchTimer) resume() {
+	t.mstart = mallocs()
 	t.start = processCPU()
 	t.b.StartTimer()
 }
 
 // done stops the timer and reports the CPU time per operation as
-// cpu-ns/op. On a shared machine this varies less than ns/op, which counts
-// the time other processes hold the CPU.
+// cpu-ns/op (on a shared machine it varies less than ns/op, which counts
+// the time other processes hold the CPU) and the heap allocations per
+// message as allocs/msg, which allocs/op rounds down to a whole number.
 func (t *benchTimer) done() {
 	t.stop()
 	t.b.ReportMetric(float64(t.cpu)/float64(t.b.N), "cpu-ns/op")
+	t.b.ReportMetric(float64(t.allocs)/float64(t.b.N), "allocs/msg")
 }
 
 type topicRemover interface {
