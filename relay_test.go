@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
@@ -30,6 +32,24 @@ func TestNewIDIsUUIDv7AndIncreasing(t *testing.T) {
 		}
 		seen[id] = true
 		prev = id
+	}
+}
+
+// An ID's timestamp is the wall clock's Unix milliseconds when it was
+// made (NewID reads a monotonic clock anchored to the wall clock). The
+// upper bound allows for milliseconds borrowed by a burst of earlier IDs.
+func TestNewIDTimestampIsWallClock(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		before := time.Now().UnixMilli()
+		id := relay.NewID()
+		after := time.Now().UnixMilli()
+		ts, err := strconv.ParseInt(strings.ReplaceAll(id[:13], "-", ""), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts < before || ts > after+1000 {
+			t.Fatalf("ID %s has timestamp %d, made between %d and %d", id, ts, before, after)
+		}
 	}
 }
 

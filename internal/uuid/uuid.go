@@ -5,10 +5,20 @@ package uuid
 
 import "encoding/hex"
 
+// Len is the length of the canonical form.
+const Len = 36
+
 // String returns u in the canonical lowercase 8-4-4-4-12 hex form
 // (RFC 9562). It does not check or set the version and variant bits.
 func String(u [16]byte) string {
-	var s [36]byte
+	var s [Len]byte
+	Format(s[:], u)
+	return string(s[:])
+}
+
+// Format writes the canonical form of u (see String) to dst[:Len].
+func Format(dst []byte, u [16]byte) {
+	s := dst[:Len]
 	hex.Encode(s[0:8], u[0:4])
 	s[8] = '-'
 	hex.Encode(s[9:13], u[4:6])
@@ -18,5 +28,4 @@ func String(u [16]byte) string {
 	hex.Encode(s[19:23], u[8:10])
 	s[23] = '-'
 	hex.Encode(s[24:36], u[10:16])
-	return string(s[:])
 }
