@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -30,7 +32,40 @@ func TestMain(m *testing.M) {
 	if netSQS != nil {
 		netSQS.Stop()
 	}
+	if relayBin.dir != "" {
+		_ = os.RemoveAll(relayBin.dir)
+	}
 	os.Exit(code)
+}
+
+// relayBin is the relay command built once per test binary by
+// relayBinary; TestMain removes its directory.
+var relayBin struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// relayBinary builds ./cmd/relay on first use and returns its path, so
+// that tests run "relay bridge", "relay validate" and the like as their
+// own processes.
+func relayBinary(t testing.TB) string {
+	t.Helper()
+	relayBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "relay-faults-bin-")
+		if err != nil {
+			relayBin.err = err
+			return
+		}
+		relayBin.dir, relayBin.path = dir, filepath.Join(dir, "relay")
+		if out, err := exec.Command("go", "build", "-o", relayBin.path, "../cmd/relay").CombinedOutput(); err != nil {
+			relayBin.err = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if relayBin.err != nil {
+		t.Fatalf("building relay: %v", relayBin.err)
+	}
+	return relayBin.path
 }
 
 // Result is one row of the reliability table (shared with the fault
@@ -122,6 +157,13 @@ func (l *ledger) receive(id string) {
 	case l.changed <- struct{}{}:
 	default:
 	}
+}
+
+// outstanding returns how many sent IDs were not received yet.
+func (l *ledger) outstanding() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.missing
 }
 
 // counts returns sent, distinct received, lost and duplicates.

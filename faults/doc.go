@@ -2,7 +2,9 @@
 // restarts, consumers killed with SIGKILL (also while holding delayed
 // messages, Message.DeliverAt), misbehaving handlers, a
 // 100k-message backlog and network faults (latency, bandwidth, resets, a
-// black hole) injected by a proxy in front of each backend. Each publishes a known set of message IDs, injects
+// black hole) injected by a proxy in front of each backend, and the peak
+// memory of a `relay bridge` process forwarding small and 1 MiB messages
+// (TestBridgeMemory, against the bound it documents). Each publishes a known set of message IDs, injects
 // its fault mid-stream and reconciles what arrived: every ID at least once
 // (lost must be 0), duplicates counted, nothing unexpected. The
 // at-most-once router SIGKILL scenario is the exception: it checks the

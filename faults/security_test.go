@@ -178,10 +178,7 @@ func TestSecretsBridge(t *testing.T) {
 // passwords and secret parameters, literally and through ${ENV}.
 func TestSecretsValidate(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "relay")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/relay").CombinedOutput(); err != nil {
-		t.Fatalf("building relay: %v\n%s", err, out)
-	}
+	bin := relayBinary(t)
 	configs := map[string]string{
 		"valid.yaml": `
 routes:

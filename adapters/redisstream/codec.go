@@ -143,7 +143,11 @@ func decode[S text](entryID string, f []S) *relay.Message {
 			}
 			seenPayload = true
 			if len(v) > 0 {
-				m.Payload = []byte(v)
+				// A copy whatever S is: converting a []byte to []byte
+				// would keep the slice of the raw reply, and so the whole
+				// reply (every entry of one read) in memory for as long
+				// as this message is.
+				m.Payload = append([]byte(nil), v...)
 			}
 		case string(k) == FieldID:
 			if seenID {

@@ -165,3 +165,20 @@ func TestParseHugeLength(t *testing.T) {
 		t.Error("bogus entry count parsed")
 	}
 }
+
+// A parsed payload is a copy, not a slice of the raw reply: a message the
+// application holds must not keep the whole reply (every entry of one
+// read) in memory, nor change when the buffer is reused.
+func TestParsedPayloadIsACopy(t *testing.T) {
+	raw := []byte("*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$7\r\npayload\r\n$5\r\nhello\r\n")
+	got, err := parseStreams(raw)
+	if err != nil || len(got) != 1 || string(got[0].msg.Payload) != "hello" {
+		t.Fatalf("parseStreams: %+v %v", got, err)
+	}
+	for i := range raw {
+		raw[i] = 'x'
+	}
+	if p := got[0].msg.Payload; string(p) != "hello" {
+		t.Errorf("payload %q changed with the raw reply: it shares its memory", p)
+	}
+}

@@ -1,6 +1,7 @@
 package redisstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,9 @@ import (
 	"github.com/go-relay/relay/internal/backoff"
 )
 
+// readShare: one read asks for at most 1/readShare of the byte window.
+const readShare = 8
+
 // scanDone is the XAUTOCLAIM cursor of a complete pass over the PEL.
 const scanDone = "0-0"
 
@@ -27,6 +31,7 @@ type handle struct {
 	// slot: the entry counts against the reader's window (outstanding);
 	// cleared by whichever of settling, releasing or parking comes first.
 	slot atomic.Bool
+	size int64 // driver.EncodedSize of the message, set by the reader
 }
 
 // receiver is one subscription: one consumer of the group on one stream.
@@ -34,8 +39,9 @@ type handle struct {
 // A reader goroutine owns the read state and reads ahead into buf while
 // the shared layer delivers the previous batch, so that network round
 // trips overlap with handling. It keeps the entries this consumer holds
-// (read ahead, delivered, not yet settled) within the in-flight window and
-// reads again once a quarter of the window is free. Settle, Extend and
+// (read ahead, delivered, not yet settled) within the in-flight window,
+// in count and in bytes (InFlightBytes), and reads again once a quarter of
+// the window is free. Settle, Extend and
 // Release are serialized by smu, so that a lease extension never takes
 // back an entry that a concurrent Nack has just handed back.
 type receiver struct {
@@ -55,11 +61,17 @@ type receiver struct {
 
 	window   int
 	lowWater int
+	// maxBytes bounds the bytes of the entries counted in outstanding
+	// (InFlightBytes; <= 0: no byte bound); sizeGuess is the largest
+	// entry size of recent reads, for sizing the next one (reader only).
+	maxBytes  int64
+	sizeGuess int64
 
 	// Read-ahead state, guarded by bmu.
 	bmu         sync.Mutex
 	buf         []driver.Received
 	outstanding int   // entries read and not yet settled or released
+	outBytes    int64 // their bytes
 	readErr     error // to be returned by the next Receive
 	healed      bool  // reading works again after readErr
 	avail       chan struct{}
@@ -106,6 +118,7 @@ func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeNa
 		claimCursor: scanDone,
 		window:      d.cfg.InFlight,
 		lowWater:    max(1, d.cfg.InFlight/4),
+		maxBytes:    cmp.Or(d.cfg.InFlightBytes, driver.DefaultInFlightBytes),
 		avail:       make(chan struct{}, 1),
 		freed:       make(chan struct{}, 1),
 		readerDone:  make(chan struct{}),
@@ -182,8 +195,9 @@ func (r *receiver) readLoop(ctx context.Context) {
 	for {
 		r.bmu.Lock()
 		free := r.window - r.outstanding
+		freeBytes, held := r.maxBytes-r.outBytes, r.outstanding > 0
 		r.bmu.Unlock()
-		if free < r.lowWater {
+		if free < r.lowWater || r.maxBytes > 0 && held && freeBytes < r.maxBytes/4 {
 			select {
 			case <-ctx.Done():
 				return
@@ -191,7 +205,30 @@ func (r *receiver) readLoop(ctx context.Context) {
 				continue
 			}
 		}
+		if r.maxBytes > 0 {
+			// As many entries of the recent size as fit in the bytes free,
+			// and in an eighth of the byte window: go-redis grows the raw
+			// reply by appending to it, so a read briefly takes two to
+			// three times its size, which must stay small beside the
+			// window. One entry (whatever its size) when no size is known
+			// yet, as the shared layer asks.
+			fit := int64(1)
+			if r.sizeGuess > 0 {
+				fit = max(1, min(freeBytes, r.maxBytes/readShare)/r.sizeGuess)
+			}
+			free = int(min(int64(free), fit))
+		}
 		got, err := r.fetch(ctx, free)
+		var gotBytes, largest int64
+		for _, rc := range got {
+			h := rc.Handle.(*handle)
+			h.size = int64(driver.EncodedSize(rc.Msg))
+			gotBytes += h.size
+			largest = max(largest, h.size)
+		}
+		if len(got) > 0 {
+			r.sizeGuess = max(largest, r.sizeGuess-r.sizeGuess/8)
+		}
 		if ctx.Err() != nil && len(got) == 0 {
 			return // entries read as ctx ended stay pending; Close hands them back
 		}
@@ -210,6 +247,7 @@ func (r *receiver) readLoop(ctx context.Context) {
 		}
 		if len(got) > 0 {
 			r.outstanding += len(got)
+			r.outBytes += gotBytes
 			r.buf = append(r.buf, got...)
 		}
 		r.bmu.Unlock()
@@ -224,13 +262,14 @@ func (r *receiver) readLoop(ctx context.Context) {
 	}
 }
 
-// settled returns n entries to the window.
-func (r *receiver) settled(n int) {
+// settled returns n entries of size bytes to the window.
+func (r *receiver) settled(n int, size int64) {
 	if n == 0 {
 		return
 	}
 	r.bmu.Lock()
 	r.outstanding -= n
+	r.outBytes -= size
 	r.bmu.Unlock()
 	signal(r.freed)
 }
@@ -409,17 +448,18 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	ids := make([]string, 0, len(handles))
-	freed := 0
+	freed, freedBytes := 0, int64(0)
 	for _, h := range handles {
 		if h := h.(*handle); !h.settled {
 			h.settled = true
 			ids = append(ids, h.id)
 			if h.slot.CompareAndSwap(true, false) {
 				freed++
+				freedBytes += h.size
 			}
 		}
 	}
-	r.settled(freed)
+	r.settled(freed, freedBytes)
 	if len(ids) == 0 {
 		return nil
 	}
