@@ -22,16 +22,21 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultConcurrency     = 512
 	DefaultSourceInFlight  = 1024
-	DefaultBatch           = 100
-	MaxConcurrency         = 4096
-	DefaultPublishTimeout  = 30 * time.Second
-	DefaultLogLevel        = "info"
-	DefaultLogFormat       = "text"
-	DefaultSummaryInterval = 30 * time.Second
-	DefaultDedupTTL        = 24 * time.Hour
-	DefaultRetryAttempts   = 5
-	DefaultRetryInitial    = 100 * time.Millisecond
-	DefaultRetryMax        = 10 * time.Second
+	// DefaultSourceInFlightAMQP is the window of amqp:// sources: RabbitMQ
+	// pushes up to the prefetch count of messages whatever their size (it
+	// has no prefetch in bytes), so there the window bounds memory by
+	// count alone.
+	DefaultSourceInFlightAMQP = 256
+	DefaultBatch              = 100
+	MaxConcurrency            = 4096
+	DefaultPublishTimeout     = 30 * time.Second
+	DefaultLogLevel           = "info"
+	DefaultLogFormat          = "text"
+	DefaultSummaryInterval    = 30 * time.Second
+	DefaultDedupTTL           = 24 * time.Hour
+	DefaultRetryAttempts      = 5
+	DefaultRetryInitial       = 100 * time.Millisecond
+	DefaultRetryMax           = 10 * time.Second
 )
 
 // Config is a bridge: a set of routes plus how the daemon runs. The YAML
@@ -109,10 +114,15 @@ type Route struct {
 	// To is where they are published ("to").
 	To Destination
 	// Concurrency is how many messages are forwarded at once ("concurrency").
-	// Messages with the same Key are always forwarded one after another in
-	// delivery order; set 1 to keep the order of the whole topic. It is
-	// bounded in practice by the source's in-flight window (Source.InFlight).
-	// Default 128.
+	// A pipelined route (see docs/bridge.md: every at-least-once or
+	// at-most-once route with Batch above 1, no Dedup and no OpenTelemetry
+	// instrumentation) forwards them in ⌈Concurrency ÷ Batch⌉ lanes, each
+	// publishing up to Batch copies per call; the others in Concurrency
+	// lanes of one message. Messages with the same Key are always forwarded
+	// in delivery order (one batch after another); 1 keeps the order of the
+	// whole topic (on a pipelined route, so does any Concurrency ≤ Batch:
+	// one lane). It is bounded in practice by
+	// the source's in-flight window (Source.InFlight). Default 512.
 	Concurrency int
 	// Batch is the most messages published to the destination in one call
 	// ("batch"): copies forwarded at the same time share a Publish call
@@ -168,9 +178,10 @@ type Source struct {
 	// InFlight is the subscription's window of unsettled messages
 	// ("inflight"), set as inflight= on the URL unless the URL has it.
 	// Forwarding is bound by window ÷ (consume + publish latency), so a
-	// bridge wants a larger window than an application. Default 256 for
-	// the schemes of this module (all take inflight=); for other schemes
-	// only when set.
+	// bridge wants a larger window than an application. Default 1024 for
+	// the schemes of this module (all take inflight=; 256 for amqp://,
+	// whose prefetch counts messages, not bytes); for other schemes only
+	// when set.
 	InFlight int
 	// InFlightBytes bounds the payload and metadata bytes of the window
 	// beside InFlight ("inflight_bytes", a number of bytes or a size such
@@ -266,6 +277,9 @@ func (c Config) withDefaults() Config {
 		}
 		if r.From.InFlight == 0 && builtinScheme(r.From.URL) {
 			r.From.InFlight = DefaultSourceInFlight
+			if scheme(r.From.URL) == "amqp" || scheme(r.From.URL) == "amqps" {
+				r.From.InFlight = DefaultSourceInFlightAMQP
+			}
 		}
 		if r.Batch == 0 {
 			r.Batch = DefaultBatch
@@ -578,14 +592,20 @@ func sourceAsPublisherURL(raw string) (string, bool) {
 	return withQuery(raw, func(v url.Values) { v.Del("group") }), true
 }
 
+// scheme returns raw's URL scheme in lower case ("" when raw does not
+// parse).
+func scheme(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Scheme)
+}
+
 // builtinScheme reports whether raw uses a scheme of this module's
 // adapters, which all take inflight=.
 func builtinScheme(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false
-	}
-	switch strings.ToLower(u.Scheme) {
+	switch scheme(raw) {
 	case "mem", "redis", "rediss", "amqp", "amqps", "kafka", "sqs", "sns":
 		return true
 	}

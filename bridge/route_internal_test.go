@@ -9,6 +9,7 @@ func TestSourceURL(t *testing.T) {
 	}{
 		{Source{URL: "redis://h:6379/0", Group: "g"}, "redis://h:6379/0?group=g&inflight=1024"},
 		{Source{URL: "amqp://u:p@h/?inflight=10", Group: "g"}, "amqp://u:p@h/?group=g&inflight=10"},
+		{Source{URL: "amqp://u:p@h/", Group: "g"}, "amqp://u:p@h/?group=g&inflight=256"},
 		{Source{URL: "kafka://h:9092?group=g", InFlight: 1000}, "kafka://h:9092?group=g&inflight=1000"},
 		{Source{URL: "sqs://?region=r"}, "sqs://?inflight=1024&region=r"},
 		{Source{URL: "nats://h", Group: "g"}, "nats://h?group=g"},
