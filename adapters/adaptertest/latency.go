@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -129,8 +130,12 @@ func latencyRounds(b *testing.B, rel, raw LatencyLoop, h Harness, o LatencyOptio
 	b.ReportMetric(us(raw99), "raw-p99-µs")
 	b.ReportMetric(us(rel50-raw50), "delta-p50-µs")
 	b.ReportMetric(us(rel99-raw99), "delta-p99-µs")
-	b.Logf("%d round trips each: relay p50 %v p99 %v max %v; raw p50 %v p99 %v max %v", len(relD),
-		rel50, rel99, slices.Max(relD), raw50, raw99, slices.Max(rawD))
+	dist := func(ds []time.Duration) string {
+		return fmt.Sprintf("p50 %v p90 %v p95 %v p99 %v p99.9 %v max %v", rnd(percentile(ds, 50)), rnd(percentile(ds, 90)),
+			rnd(percentile(ds, 95)), rnd(percentile(ds, 99)), rnd(percentileF(ds, 99.9)), rnd(ds[len(ds)-1]))
+	}
+	b.Logf("%d round trips each: relay %s", len(relD), dist(relD))
+	b.Logf("%d round trips each: raw   %s", len(rawD), dist(rawD))
 }
 
 func btoi(v bool) int {
@@ -141,11 +146,15 @@ func btoi(v bool) int {
 }
 
 // percentile is the p-th percentile (nearest rank) of ds, sorting ds.
-func percentile(ds []time.Duration, p int) time.Duration {
+func percentile(ds []time.Duration, p int) time.Duration { return percentileF(ds, float64(p)) }
+
+func percentileF(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(ds)
-	i := (len(ds)*p+99)/100 - 1
+	i := int(math.Ceil(float64(len(ds))*p/100)) - 1
 	return ds[max(0, min(i, len(ds)-1))]
 }
+
+func rnd(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
 
 // RelayLatencyLoop is relay's one-in-flight loop through h: a publisher
 // and a subscriber of a fresh group on topic, provisioned and subscribed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -339,5 +340,58 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return rt, func() {}
 	}
+	if os.Getenv("RELAY_BENCH_SQS_RAW") == "longpoll" {
+		raw = rawLongPollLoop
+	}
 	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+}
+
+// rawLongPollLoop is the SDK loop receiving the way relay does: 4 pollers
+// long-poll the queue (ReceiveMessage of up to 10, 20s wait) all along, so
+// that a message is sent while they wait; the round trip sends, takes the
+// message from them and deletes it. RELAY_BENCH_SQS_RAW=longpoll makes it
+// BenchmarkLatency's raw side, to tell the service's long-poll wake-up
+// (goaws looks for messages every 100ms) from relay's own cost.
+func rawLongPollLoop(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	cq, _ := rawClients(b, nil)
+	url := createQueue(b, cq, topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan sqstypes.Message, 100)
+	var wg sync.WaitGroup
+	for range relaysqs.DefaultPollers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				out, err := cq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+					WaitTimeSeconds: 20, VisibilityTimeout: 30, MessageAttributeNames: []string{"All"},
+					MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+				if err != nil {
+					continue
+				}
+				for _, m := range out.Messages {
+					got <- m
+				}
+			}
+		}()
+	}
+	body := string(make([]byte, 100))
+	rt := func(ctx context.Context) error {
+		id := relay.NewID()
+		if _, err := cq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{"id": {DataType: aws.String("String"), StringValue: aws.String(id)}}}); err != nil {
+			return err
+		}
+		select {
+		case m := <-got:
+			if rid := aws.ToString(m.MessageAttributes["id"].StringValue); rid != id {
+				return fmt.Errorf("received %s, want %s", rid, id)
+			}
+			_, err := cq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return rt, func() { cancel(); wg.Wait() }
 }
