@@ -66,11 +66,12 @@ func BenchmarkLatency(b *testing.B, h Harness, raw LatencyLoop, o LatencyOptions
 	o.LoadRate = cmpOr(o.LoadRate, 2000)
 	o.Payload = cmpOr(o.Payload, 100)
 	o.Warmup = cmpOr(o.Warmup, 20)
-	rel := RelayLatencyLoop(h, o.Payload)
-	b.Run("idle", func(b *testing.B) { latencyRounds(b, rel, raw, h, o) })
+	ph := &phases{}
+	rel := relayLatencyLoop(h, o.Payload, ph)
+	b.Run("idle", func(b *testing.B) { latencyRounds(b, rel, raw, h, o, ph) })
 	b.Run("load", func(b *testing.B) {
 		ld := startLoad(b, h, o)
-		latencyRounds(b, rel, raw, h, o)
+		latencyRounds(b, rel, raw, h, o, ph)
 		got := ld.stop(b)
 		b.ReportMetric(got, "load-msg/s")
 	})
@@ -83,7 +84,13 @@ func cmpOr(v, def int) int {
 	return def
 }
 
-func latencyRounds(b *testing.B, rel, raw LatencyLoop, h Harness, o LatencyOptions) {
+// phases are the parts of relay's round trips: Publish returning, the
+// message arriving after that, Ack returning.
+type phases struct{ publish, receive, ack []time.Duration }
+
+func (p *phases) reset() { p.publish, p.receive, p.ack = p.publish[:0], p.receive[:0], p.ack[:0] }
+
+func latencyRounds(b *testing.B, rel, raw LatencyLoop, h Harness, o LatencyOptions, ph *phases) {
 	relRT, relStop := rel(b, h.NewTopic(b))
 	defer relStop()
 	rawRT, rawStop := raw(b, h.NewTopic(b))
@@ -104,6 +111,7 @@ func latencyRounds(b *testing.B, rel, raw LatencyLoop, h Harness, o LatencyOptio
 	}
 	run(relRT, o.Warmup, nil, "relay warm-up")
 	run(rawRT, o.Warmup, nil, "raw warm-up")
+	ph.reset()
 	relD := make([]time.Duration, 0, b.N)
 	rawD := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -136,6 +144,11 @@ func latencyRounds(b *testing.B, rel, raw LatencyLoop, h Harness, o LatencyOptio
 	}
 	b.Logf("%d round trips each: relay %s", len(relD), dist(relD))
 	b.Logf("%d round trips each: raw   %s", len(rawD), dist(rawD))
+	if len(ph.ack) > 0 {
+		b.Logf("relay's parts: publish %s", dist(ph.publish))
+		b.Logf("relay's parts: receive %s", dist(ph.receive))
+		b.Logf("relay's parts: ack     %s", dist(ph.ack))
+	}
 }
 
 func btoi(v bool) int {
@@ -160,7 +173,11 @@ func rnd(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
 // and a subscriber of a fresh group on topic, provisioned and subscribed
 // before the first round trip; each round trip publishes one message of
 // payload bytes, receives it (failing on any other message) and acks it.
-func RelayLatencyLoop(h Harness, payload int) LatencyLoop {
+func RelayLatencyLoop(h Harness, payload int) LatencyLoop { return relayLatencyLoop(h, payload, nil) }
+
+// relayLatencyLoop is RelayLatencyLoop recording the parts of each round
+// trip in ph when it is not nil.
+func relayLatencyLoop(h Harness, payload int, ph *phases) LatencyLoop {
 	return func(b *testing.B, topic string) (RoundTrip, func()) {
 		pub := h.NewPublisher(b)
 		sub := h.NewSubscriber(b, h.NewGroup(b))
@@ -181,18 +198,27 @@ func RelayLatencyLoop(h Harness, payload int) LatencyLoop {
 		body := make([]byte, payload)
 		rt := func(ctx context.Context) error {
 			m := relay.NewMessage(body)
+			t0 := time.Now()
 			if err := pub.Publish(ctx, topic, m); err != nil {
 				return fmt.Errorf("publishing: %w", err)
 			}
+			t1 := time.Now()
 			select {
 			case got, ok := <-ch:
 				if !ok {
 					return errors.New("subscription channel closed")
 				}
+				t2 := time.Now()
 				if got.ID != m.ID {
 					return fmt.Errorf("received %s, want %s (attempt %d)", got.ID, m.ID, got.Attempt())
 				}
-				return got.Ack()
+				err := got.Ack()
+				if ph != nil {
+					ph.publish = append(ph.publish, t1.Sub(t0))
+					ph.receive = append(ph.receive, t2.Sub(t1))
+					ph.ack = append(ph.ack, time.Since(t2))
+				}
+				return err
 			case <-ctx.Done():
 				return fmt.Errorf("waiting for %s: %w", m.ID, ctx.Err())
 			}
@@ -213,6 +239,9 @@ type load struct {
 	wg       sync.WaitGroup
 	start    time.Time
 	received atomic.Int64
+	sent     atomic.Int64
+	seen     map[string]bool // IDs received, touched by the receiving goroutine only
+	again    atomic.Int64    // deliveries of an ID already received
 	mu       sync.Mutex
 	err      error
 	pub, sub interface{ Close() error }
@@ -243,7 +272,7 @@ func startLoad(b *testing.B, h Harness, o LatencyOptions) *load {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{cancel: cancel, pub: pub, sub: sub}
+	l := &load{cancel: cancel, pub: pub, sub: sub, seen: map[string]bool{}}
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		cancel()
@@ -256,6 +285,10 @@ func startLoad(b *testing.B, h Harness, o LatencyOptions) *load {
 		defer l.wg.Done()
 		for m := range ch {
 			l.received.Add(1)
+			if l.seen[m.ID] {
+				l.again.Add(1)
+			}
+			l.seen[m.ID] = true
 			if err := m.Ack(); err != nil {
 				l.fail(fmt.Errorf("load: acking: %w", err))
 			}
@@ -286,15 +319,19 @@ func startLoad(b *testing.B, h Harness, o LatencyOptions) *load {
 					return
 				}
 				sent += due
+				l.sent.Store(int64(sent))
 			}
 		}
 	}()
 	return l
 }
 
-// stop ends the load and returns the rate its subscriber received at.
+// stop ends the load and returns the rate its subscriber received at. It
+// logs what was sent and received and how many deliveries were repeats.
 func (l *load) stop(b *testing.B) float64 {
 	rate := float64(l.received.Load()) / time.Since(l.start).Seconds()
+	b.Logf("load: %d messages sent, %d deliveries received, %d of them repeats, in %v",
+		l.sent.Load(), l.received.Load(), l.again.Load(), time.Since(l.start).Round(time.Millisecond))
 	l.cancel()
 	l.wg.Wait()
 	_ = l.sub.Close()
