@@ -104,7 +104,9 @@ func BenchmarkDelayLateness(b *testing.B) {
 //	go test -run '^$' -bench Latency -benchtime 20000x ./adapters/memory/
 func BenchmarkLatency(b *testing.B) {
 	h := adaptertest.Harness{
-		NewPublisher: func(testing.TB) relay.Publisher { return memory.NewPublisher("bench-latency", memory.PublisherConfig{}) },
+		NewPublisher: func(testing.TB) relay.Publisher {
+			return memory.NewPublisher("bench-latency", memory.PublisherConfig{})
+		},
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
 			s, err := memory.NewSubscriber("bench-latency", memory.SubscriberConfig{Group: group})
 			if err != nil {
