@@ -477,3 +477,64 @@ func BenchmarkDelayLateness(b *testing.B) {
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c.subURL(group)) },
 	})
 }
+
+// BenchmarkLatency measures one message in flight (publish, receive, ack,
+// repeat) on a topic of one partition through relay and through franz-go
+// doing the same work: a synchronous produce (idempotent, acks=all,
+// linger 0); a group member's PollRecords of one record; a synchronous
+// CommitRecords of it, since relay commits each acked offset (its default
+// commit_interval=0: a commit as soon as the acked prefix advances). Idle
+// and under a steady load of 2,000 msg/s on another topic, on kfake:
+//
+//	go test -run '^$' -bench Latency -benchtime 2000x ./adapters/kafka/
+func BenchmarkLatency(b *testing.B) {
+	c := benchCluster(b)
+	h := adaptertest.Harness{
+		NewTopic: func(t testing.TB) string {
+			topic := unique("bench-latency")
+			c.createTopic(t, topic, 1)
+			return topic
+		},
+		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, c.url()) },
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c.subURL(group)) },
+	}
+	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+		prod := rawProducer(b, c, 0)
+		cons, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumerGroup(unique("g")), kgo.ConsumeTopics(topic),
+			kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
+			kgo.FetchMaxWait(200*time.Millisecond), kgo.HeartbeatInterval(100*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		body := make([]byte, 100)
+		rt := func(ctx context.Context) error {
+			id := relay.NewID()
+			r := &kgo.Record{Topic: topic, Value: body, Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}}}
+			if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+				return err
+			}
+			for {
+				fs := cons.PollRecords(ctx, 1)
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if errs := fs.Errors(); len(errs) > 0 {
+					return errs[0].Err
+				}
+				recs := fs.Records()
+				if len(recs) == 0 {
+					cons.AllowRebalance()
+					continue
+				}
+				if got := string(recs[0].Headers[0].Value); got != id {
+					return fmt.Errorf("received %s, want %s", got, id)
+				}
+				err := cons.CommitRecords(ctx, recs[0])
+				cons.AllowRebalance()
+				return err
+			}
+		}
+		return rt, func() { cons.Close(); prod.Close() }
+	}
+	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+}

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -196,4 +197,38 @@ func BenchmarkDelayLateness(b *testing.B) {
 			return s
 		},
 	})
+}
+
+// BenchmarkLatency measures one message in flight through relay's memory
+// backend against a buffered Go channel doing the hand-off alone, so the
+// delta is what relay's layers (driver, delivery channel, settlement) add
+// to a round trip by themselves:
+//
+//	go test -run '^$' -bench Latency -benchtime 20000x ./adapters/memory/
+func BenchmarkLatency(b *testing.B) {
+	h := adaptertest.Harness{
+		NewPublisher: func(testing.TB) relay.Publisher {
+			return memory.NewPublisher("bench-latency", memory.PublisherConfig{})
+		},
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
+			s, err := memory.NewSubscriber("bench-latency", memory.SubscriberConfig{Group: group})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	}
+	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+		ch := make(chan *relay.Message, 1)
+		body := make([]byte, 100)
+		return func(ctx context.Context) error {
+			m := relay.NewMessage(body)
+			ch <- m
+			if got := <-ch; got.ID != m.ID {
+				return fmt.Errorf("received %s, want %s", got.ID, m.ID)
+			}
+			return nil
+		}, func() {}
+	}
+	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
 }

@@ -23,6 +23,13 @@ type receiver struct {
 	nc        *natsgo.Conn
 	stream    string
 	fetchWait time.Duration
+	// drained is set when the last message received was a first delivery
+	// that the server sent with nothing more pending for the consumer:
+	// the next Receive then skips the no-wait pull, which would come back
+	// empty and, with one message in flight, leave one published
+	// meanwhile waiting for a second pull request (an extra round trip on
+	// most deliveries). Receive runs on one goroutine.
+	drained bool
 
 	// nacked remembers, by stream sequence, the attempt of each message
 	// this subscription nacked, so that its redelivery here counts at
@@ -40,7 +47,11 @@ const maxNackMemo = 1 << 16
 
 // Receive takes what is available at once (a no-wait pull of up to max
 // messages); when nothing is, it waits up to fetch_wait for one message
-// with a pull request, and returns it. It never asks the server for more
+// with a pull request, and returns it. After a message the server sent
+// with nothing pending behind it (see receiver.drained) it goes straight
+// to the waiting pull; a message with more pending, or a redelivery
+// (which the pending count does not include), makes the next Receive take
+// what is available at once again. It never asks the server for more
 // than max, so the consumer's unacknowledged messages stay within the
 // shared layer's window.
 //
@@ -57,23 +68,27 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, err := r.c.FetchNoWait(max)
+		if !r.drained {
+			b, err := r.c.FetchNoWait(max)
+			if err != nil {
+				return nil, fetchErr(err)
+			}
+			out, err := r.collect(b)
+			if len(out) > 0 || err != nil {
+				r.noteDrained(out)
+				return out, err
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		b, err := r.c.Fetch(1, jetstream.FetchMaxWait(r.fetchWait))
 		if err != nil {
 			return nil, fetchErr(err)
 		}
 		out, err := r.collect(b)
 		if len(out) > 0 || err != nil {
-			return out, err
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		b, err = r.c.Fetch(1, jetstream.FetchMaxWait(r.fetchWait))
-		if err != nil {
-			return nil, fetchErr(err)
-		}
-		out, err = r.collect(b)
-		if len(out) > 0 || err != nil {
+			r.noteDrained(out)
 			return out, err
 		}
 	}
@@ -112,6 +127,37 @@ func ackInfo(reply string) (delivered, streamSeq uint64, ok bool) {
 		return 0, 0, false
 	}
 	return delivered, streamSeq, true
+}
+
+// noteDrained sets r.drained from the last of the messages just received.
+func (r *receiver) noteDrained(out []driver.Received) {
+	if len(out) == 0 {
+		r.drained = false
+		return
+	}
+	last := out[len(out)-1]
+	pending, ok := ackPending(last.Handle.(*handle).msg.Reply())
+	r.drained = ok && pending == 0 && last.Attempt == 1
+}
+
+// ackPending reads the <pending> token of a JetStream delivery's reply
+// subject (see ackInfo): how many messages the consumer had left to
+// deliver after this one when the server sent it.
+func ackPending(reply string) (uint64, bool) {
+	if _, _, ok := ackInfo(reply); !ok {
+		return 0, false
+	}
+	at := 8 // token index of <pending>
+	if strings.Count(reply, ".") >= 10 {
+		at = 10
+	}
+	rest := reply
+	for range at {
+		_, rest, _ = strings.Cut(rest, ".")
+	}
+	tok, _, _ := strings.Cut(rest, ".")
+	n, err := strconv.ParseUint(tok, 10, 64)
+	return n, err == nil
 }
 
 func fetchErr(err error) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/postgres"
 	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 func count(t *testing.T, query string, args ...any) int {
@@ -326,6 +327,72 @@ func TestSchemaSQL(t *testing.T) {
 	}
 	if _, err := postgres.SchemaFor(`x"; DROP TABLE y; --`); err == nil {
 		t.Fatal("SchemaFor accepted a schema name that is not a plain identifier")
+	}
+}
+
+// TestOpenWhileWriting: opening a publisher, and a subscriber's
+// Provision, on an existing schema take no lock on relay's tables, so they
+// neither wait for a writer's open transaction nor deadlock against
+// publishes and acks (CREATE INDEX IF NOT EXISTS takes a SHARE lock before
+// it finds the index; under load that deadlocked, SQLSTATE 40P01).
+func TestOpenWhileWriting(t *testing.T) {
+	openPub(t) // the schema exists
+	ctx := context.Background()
+	tx, err := rawPool(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// What every open publish or ack transaction holds until it ends.
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table("messages")+", "+table("deliveries")+" IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := relay.OpenPublisher(octx, pgURL(t))
+	if err != nil {
+		t.Fatalf("opening a publisher while a write transaction is open: %v", err)
+	}
+	_ = p.Close()
+	s, err := relay.OpenSubscriber(octx, testenv.WithParams(pgURL(t), "group", relaytest.Unique("g")))
+	if err != nil {
+		t.Fatalf("opening a subscriber while a write transaction is open: %v", err)
+	}
+	defer s.Close()
+	if err := s.(relay.Provisioner).Provision(octx, relaytest.Unique("t")); err != nil {
+		t.Fatalf("Provision while a write transaction is open: %v", err)
+	}
+}
+
+// TestEnsureSchemaRepairs: a schema missing one of its indexes is
+// completed, not taken as existing.
+func TestEnsureSchemaRepairs(t *testing.T) {
+	const schema = "relay_test_repair"
+	pool := rawPool(t)
+	ctx := context.Background()
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), `DROP SCHEMA IF EXISTS relay_test_repair CASCADE`) })
+	if err := postgres.EnsureSchema(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range []string{"deliveries_message_id", "messages_topic_id"} {
+		if _, err := pool.Exec(ctx, "DROP INDEX "+schema+"."+index); err != nil {
+			t.Fatal(err)
+		}
+		if err := postgres.EnsureSchema(ctx, pool, schema); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, "SELECT count(*) FROM pg_indexes WHERE schemaname = '"+schema+"' AND indexname = '"+index+"'"); n != 1 {
+			t.Fatalf("index %s not recreated (%d)", index, n)
+		}
+	}
+	if _, err := pool.Exec(ctx, "DROP TABLE "+schema+".groups"); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.EnsureSchema(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, "SELECT count(*) FROM information_schema.tables WHERE table_schema = '"+schema+"'"); n != 3 {
+		t.Fatalf("%d tables after repair, want 3", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -31,14 +32,24 @@ func SchemaFor(schema string) (string, error) {
 }
 
 // EnsureSchema creates schema and relay's tables in it if they do not
-// exist. It runs SchemaFor(schema) in one transaction under a
-// transaction-scoped advisory lock, so concurrent callers (several
-// processes starting at once) do not race on CREATE ... IF NOT EXISTS.
-// Idempotent.
+// exist. When every table and index of SchemaSQL is there already it
+// changes nothing and takes no table lock: CREATE INDEX IF NOT EXISTS
+// takes a SHARE lock on its table before it finds the index, which waits
+// for every open write to the table and, inside the one DDL transaction,
+// deadlocked against publishes and acks of a running schema (a process
+// opening a publisher under load failed with SQLSTATE 40P01). Otherwise
+// it runs SchemaFor(schema) in one transaction under a transaction-scoped
+// advisory lock, so concurrent callers (several processes starting at
+// once) do not race on CREATE ... IF NOT EXISTS. Idempotent.
 func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	ddl, err := SchemaFor(schema)
 	if err != nil {
 		return err
+	}
+	if ok, err := schemaComplete(ctx, pool, schema); err != nil {
+		return fmt.Errorf("relay/postgres: creating schema %q: looking for its tables: %w", schema, err)
+	} else if ok {
+		return nil
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -55,6 +66,32 @@ func EnsureSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 		return fmt.Errorf("relay/postgres: creating schema %q: %w", schema, err)
 	}
 	return nil
+}
+
+// schemaObjects are the names of the tables and indexes SchemaSQL
+// creates, in the order it creates them.
+var schemaObjects = func() []string {
+	var names []string
+	for _, m := range createRE.FindAllStringSubmatch(SchemaSQL, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}()
+
+// createRE matches SchemaSQL's CREATE TABLE and CREATE INDEX statements;
+// its group is the object's name without the schema.
+var createRE = regexp.MustCompile(`(?m)^CREATE (?:TABLE|INDEX) IF NOT EXISTS (?:` + SchemaPlaceholder + `\.)?([a-z_]+)`)
+
+// schemaComplete reports whether every table and index of SchemaSQL
+// exists in schema, reading only the catalog.
+func schemaComplete(ctx context.Context, pool *pgxpool.Pool, schema string) (bool, error) {
+	qualified := make([]string, len(schemaObjects))
+	for i, name := range schemaObjects {
+		qualified[i] = pgx.Identifier{schema, name}.Sanitize()
+	}
+	var missing int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM unnest($1::text[]) AS o(name) WHERE to_regclass(o.name) IS NULL`, qualified).Scan(&missing)
+	return err == nil && missing == 0, err
 }
 
 // schemaOnce remembers per pool and schema that EnsureSchema succeeded, so

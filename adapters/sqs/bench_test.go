@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/adaptertest"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
 )
 
@@ -288,4 +290,108 @@ func deleteQueues(q *sqs.Client, names ...string) {
 			_, _ = q.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
 		}
 	}
+}
+
+// BenchmarkLatency measures one message in flight (publish, receive, ack,
+// repeat) on a queue through relay and through the SDK doing the same
+// work (SendMessage with an ID attribute; ReceiveMessage of one with a
+// long-poll wait; DeleteMessage), idle and under a steady load of 2,000
+// msg/s on another queue:
+//
+//	go test -run '^$' -bench Latency -benchtime 2000x ./adapters/sqs/
+func BenchmarkLatency(b *testing.B) {
+	q, _ := rawClients(b, nil)
+	h := adaptertest.Harness{
+		NewTopic: func(testing.TB) string {
+			topic := name("latency")
+			b.Cleanup(func() { deleteQueues(q, topic) })
+			return topic
+		},
+		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, baseURL(t, relaysqs.SchemeSQS)) },
+		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber { return openSub(t, baseURL(t, relaysqs.SchemeSQS)) },
+	}
+	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+		cq, _ := rawClients(b, nil)
+		url := createQueue(b, cq, topic)
+		body := string(make([]byte, 100))
+		rt := func(ctx context.Context) error {
+			id := relay.NewID()
+			if _, err := cq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body),
+				MessageAttributes: map[string]sqstypes.MessageAttributeValue{"id": {DataType: aws.String("String"), StringValue: aws.String(id)}}}); err != nil {
+				return err
+			}
+			for {
+				out, err := cq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 1,
+					WaitTimeSeconds: 20, VisibilityTimeout: 30, MessageAttributeNames: []string{"All"},
+					MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+				if err != nil {
+					return err
+				}
+				if len(out.Messages) == 0 {
+					continue
+				}
+				m := out.Messages[0]
+				if got := aws.ToString(m.MessageAttributes["id"].StringValue); got != id {
+					return fmt.Errorf("received %s, want %s", got, id)
+				}
+				_, err = cq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+				return err
+			}
+		}
+		return rt, func() {}
+	}
+	if os.Getenv("RELAY_BENCH_SQS_RAW") == "longpoll" {
+		raw = rawLongPollLoop
+	}
+	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+}
+
+// rawLongPollLoop is the SDK loop receiving the way relay does: 4 pollers
+// long-poll the queue (ReceiveMessage of up to 10, 20s wait) all along, so
+// that a message is sent while they wait; the round trip sends, takes the
+// message from them and deletes it. RELAY_BENCH_SQS_RAW=longpoll makes it
+// BenchmarkLatency's raw side, to tell the service's long-poll wake-up
+// (goaws looks for messages every 100ms) from relay's own cost.
+func rawLongPollLoop(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	cq, _ := rawClients(b, nil)
+	url := createQueue(b, cq, topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan sqstypes.Message, 100)
+	var wg sync.WaitGroup
+	for range relaysqs.DefaultPollers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				out, err := cq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10,
+					WaitTimeSeconds: 20, VisibilityTimeout: 30, MessageAttributeNames: []string{"All"},
+					MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+				if err != nil {
+					continue
+				}
+				for _, m := range out.Messages {
+					got <- m
+				}
+			}
+		}()
+	}
+	body := string(make([]byte, 100))
+	rt := func(ctx context.Context) error {
+		id := relay.NewID()
+		if _, err := cq.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{"id": {DataType: aws.String("String"), StringValue: aws.String(id)}}}); err != nil {
+			return err
+		}
+		select {
+		case m := <-got:
+			if rid := aws.ToString(m.MessageAttributes["id"].StringValue); rid != id {
+				return fmt.Errorf("received %s, want %s", rid, id)
+			}
+			_, err := cq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return rt, func() { cancel(); wg.Wait() }
 }
