@@ -26,9 +26,17 @@
 //     it has some or ctx is done), Settle applies a batch of acks and
 //     nacks, Release hands unsettled messages back to the group at once,
 //     Close(ctx) ends the broker side within ctx. Optional: Extender (lease
-//     extension for brokers that lease messages), Parker.
+//     extension for brokers that lease messages), Parker, ReceiveLimiter
+//     (the most messages per Receive call and how many calls may run at
+//     once; the shared layer runs that many within the window).
 //   - An Opener registered with relay.Register for the URL scheme, which
 //     should also implement relay.URLChecker.
+//
+// An adapter keeps no buffers, windows, credit counters, settlement
+// lingers or retry loops of its own: a Receive call is one broker call
+// (or a poll that repeats while the broker returns nothing), a Settle
+// call splits its batch into the broker's calls and returns an error when
+// one failed, and the shared layer retries it with its one policy.
 //
 // # What this package does for it
 //
@@ -47,7 +55,8 @@
 // # Calling conventions
 //
 //   - SendBatch is called concurrently; everything else of a Receiver is
-//     called from the subscription's goroutines: Receive from one, Settle
+//     called from the subscription's goroutines: Receive from one (or
+//     from as many as ReceiveLimits declares, concurrently), Settle
 //     from one, Extend from one, and Release then Close last, after the
 //     others returned.
 //   - A batch passed to SendBatch is at most Capabilities().MaxBatch long

@@ -53,6 +53,20 @@ type Receiver interface {
 	Close(ctx context.Context) error
 }
 
+// ReceiveLimiter is optionally implemented by a Receiver whose broker
+// caps the messages of one receive call and delivers faster with several
+// calls in flight (SQS's ReceiveMessage returns at most ten). maxPerCall
+// (when positive) bounds the max passed to Receive; concurrent (when above
+// one) is how many Receive calls the subscription keeps in flight at once,
+// from as many goroutines, each asking for part of the free window, so that
+// together they never ask for more than the window holds. A receiver that
+// implements it must allow those concurrent Receive calls; the order of
+// messages across calls is then not kept, so a receiver that must keep an
+// order (a FIFO queue) declares 1. It is called once per subscription.
+type ReceiveLimiter interface {
+	ReceiveLimits() (maxPerCall, concurrent int)
+}
+
 // Parker is optionally implemented by a Receiver that bounds what it
 // reads ahead by the messages it has delivered and not yet seen settled.
 // Park is called when the shared layer starts holding handle for an

@@ -41,7 +41,8 @@ type subscription struct {
 
 	mu        sync.Mutex
 	ended     bool
-	free      int       // window slots: InFlight minus unsettled and unflushed settlements
+	free      int       // window slots: InFlight minus unsettled, unflushed settlements and reserved
+	reserved  int       // slots reserved by Receive calls in progress
 	flushAt   int       // pending settlements that trigger a flush without lingering
 	held      int       // slots held by pending settlements, freed once they are flushed
 	bytes     int64     // bytes of the delivered, unsettled messages
@@ -82,7 +83,7 @@ func (s *subscription) run() {
 		close(extendDone)
 	}
 
-	s.receiveLoop()
+	s.receive()
 	// From here on, one deadline bounds the final settlements, the release
 	// and the receiver's Close.
 	deadline := time.AfterFunc(s.parent.opts.CloseTimeout, s.brokerEnd)
@@ -145,21 +146,26 @@ func (s *subscription) run() {
 
 // roomLocked is how many messages the next Receive may ask for: the free
 // window slots, fewer when the byte bound allows fewer messages of the
-// recent size, 0 while not one more of them fits (but never 0 because of
-// bytes when nothing is held, so that one message larger than the bound
-// still flows). Before the first batch, when no size is known, one
-// message is asked for. Called with s.mu held.
+// recent size (counting those that Receive calls in progress may bring),
+// 0 while not one more of them fits (but never 0 because of bytes when
+// nothing is held or being received, so that one message larger than the
+// bound still flows). Before the first batch, when no size is known, one
+// message is asked for, by one call at a time. Called with s.mu held.
 func (s *subscription) roomLocked() int {
 	n := s.free
 	if s.maxBytes <= 0 || n <= 0 {
 		return n
 	}
 	if s.sizeGuess <= 0 {
+		if s.reserved > 0 {
+			return 0 // wait for the size the call in progress brings
+		}
 		return 1
 	}
 	fit := (s.maxBytes - s.bytes) / s.sizeGuess
+	fit -= int64(s.reserved)
 	if fit <= 0 {
-		if s.unsettled.len() == 0 {
+		if s.unsettled.len() == 0 && s.reserved == 0 {
 			return 1
 		}
 		return 0
@@ -167,7 +173,37 @@ func (s *subscription) roomLocked() int {
 	return int(min(int64(n), fit))
 }
 
-func (s *subscription) receiveLoop() {
+// receive runs the receive loops until the subscription ends: one, or as
+// many as the receiver's ReceiveLimits allow, sharing the window. When one
+// loop ends (ctx done, or the backend ended the subscription), the others
+// are stopped.
+func (s *subscription) receive() {
+	perCall, loops := 0, 1
+	if l, ok := s.r.(ReceiveLimiter); ok {
+		perCall, loops = l.ReceiveLimits()
+		loops = max(1, min(loops, s.parent.opts.InFlight))
+	}
+	if loops == 1 {
+		s.receiveLoop(perCall)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(loops)
+	for range loops {
+		go func() {
+			defer wg.Done()
+			s.receiveLoop(perCall)
+			s.cancel()
+		}()
+	}
+	wg.Wait()
+}
+
+// receiveLoop calls Receive for what the window has room for (at most
+// perCall messages when positive), reserving the slots for the call so
+// that concurrent loops never ask for more than the window holds, and
+// delivers what it returns.
+func (s *subscription) receiveLoop(perCall int) {
 	var bo backoffState
 	var (
 		msgs   []*relay.Message // reused from batch to batch
@@ -179,8 +215,11 @@ func (s *subscription) receiveLoop() {
 	for {
 		s.mu.Lock()
 		n := s.roomLocked()
-		s.mu.Unlock()
+		if perCall > 0 {
+			n = min(n, perCall)
+		}
 		if n <= 0 {
+			s.mu.Unlock()
 			select {
 			case <-s.ctx.Done():
 				return
@@ -188,7 +227,20 @@ func (s *subscription) receiveLoop() {
 				continue
 			}
 		}
+		s.free -= n
+		s.reserved += n
+		if s.roomLocked() > 0 {
+			signal(s.slotFreed) // room for another loop's call too
+		}
+		s.mu.Unlock()
 		batch, err := s.r.Receive(s.ctx, n)
+		s.mu.Lock()
+		s.reserved -= n
+		s.free += n - len(batch)
+		s.mu.Unlock()
+		if len(batch) < n {
+			signal(s.slotFreed)
+		}
 		if s.ctx.Err() != nil && len(batch) == 0 {
 			return
 		}
@@ -210,7 +262,6 @@ func (s *subscription) receiveLoop() {
 		s.mu.Lock()
 		s.recvErr = nil
 		s.mu.Unlock()
-		received := len(batch)
 		if s.hold {
 			keep, held = s.holdDue(batch, keep, held[:0])
 			batch = keep
@@ -234,8 +285,10 @@ func (s *subscription) receiveLoop() {
 			tokens = append(tokens, s.unsettled.put(rc.Handle, size))
 			msgs = append(msgs, rc.Msg)
 		}
-		s.free -= received
 		s.sizeGuess = max(largest, s.sizeGuess-s.sizeGuess/8)
+		if s.roomLocked() > 0 {
+			signal(s.slotFreed) // a loop waiting for the size may go on
+		}
 		s.mu.Unlock()
 		// The messages are nobody else's until sent: no lock needed.
 		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64) {

@@ -62,9 +62,11 @@ func byQueue[T any](items []T, url func(T) string) map[string][]T {
 	return out
 }
 
-// deleteMessages deletes the messages of hs (acks). Entries that fail
-// for reasons worth retrying are tried once more one by one; others (a
-// stale receipt) are logged: SQS redelivers such a message.
+// deleteMessages deletes the messages of hs (acks) in calls of ten and
+// marks each one deleted. An entry refused for good (a stale receipt) is
+// logged and marked too: SQS redelivers such a message. A call that
+// failed, or entries worth trying again, make an error, and the shared
+// layer retries the settlement.
 func (d *subDriver) deleteMessages(ctx context.Context, hs []*handle) error {
 	var errs []error
 	for url, group := range byQueue(hs, func(h *handle) string { return h.queueURL }) {
@@ -85,7 +87,8 @@ func (d *subDriver) deleteMessages(ctx context.Context, hs []*handle) error {
 				}
 				return fmt.Errorf("relay/sqs: deleting %d acked messages: %w", len(part), err)
 			}
-			var retry []*handle
+			failed := make([]bool, len(part))
+			retry := 0
 			for _, f := range out.Failed {
 				i, err := strconv.Atoi(aws.ToString(f.Id))
 				if err != nil || i < 0 || i >= len(part) {
@@ -95,9 +98,18 @@ func (d *subDriver) deleteMessages(ctx context.Context, hs []*handle) error {
 					d.log.Warn("relay/sqs: an acked message could not be deleted; SQS will deliver it again", "code", aws.ToString(f.Code), "reason", aws.ToString(f.Message))
 					continue
 				}
-				retry = append(retry, part[i])
+				failed[i] = true
+				retry++
 			}
-			return d.deleteSingles(ctx, url, retry)
+			for i, h := range part {
+				if !failed[i] {
+					h.deleted.Store(true)
+				}
+			}
+			if retry > 0 {
+				return fmt.Errorf("relay/sqs: %d of %d acked messages were not deleted", retry, len(part))
+			}
+			return nil
 		}))
 	}
 	return errors.Join(errs...)
@@ -107,18 +119,21 @@ func (d *subDriver) deleteSingles(ctx context.Context, url string, hs []*handle)
 	for _, h := range hs {
 		_, err := d.c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String(h.receipt)})
 		if err != nil {
-			if isInvalidHandle(err) || apiCode(err) != "" {
-				d.log.Warn("relay/sqs: an acked message could not be deleted; SQS will deliver it again", "err", err)
-				continue
+			if !isInvalidHandle(err) && apiCode(err) == "" {
+				return fmt.Errorf("relay/sqs: deleting an acked message: %w", err)
 			}
-			return fmt.Errorf("relay/sqs: deleting an acked message: %w", err)
+			d.log.Warn("relay/sqs: an acked message could not be deleted; SQS will deliver it again", "err", err)
 		}
+		h.deleted.Store(true)
 	}
 	return nil
 }
 
 // changeVisibility applies visibility changes (nacks, releases,
-// extensions). A receipt that no longer works marks its handle dead.
+// extensions) in calls of ten. A receipt that no longer works marks its
+// handle dead; a call that failed, or entries worth trying again, make an
+// error for the shared layer to retry (changing a visibility again does
+// no harm).
 func (d *subDriver) changeVisibility(ctx context.Context, vis []visChange) error {
 	var errs []error
 	for url, group := range byQueue(vis, func(v visChange) string { return v.h.queueURL }) {
@@ -141,7 +156,7 @@ func (d *subDriver) changeVisibility(ctx context.Context, vis []visChange) error
 				}
 				return fmt.Errorf("relay/sqs: changing the visibility of %d messages: %w", len(part), err)
 			}
-			var retry []visChange
+			retry := 0
 			for _, f := range out.Failed {
 				i, err := strconv.Atoi(aws.ToString(f.Id))
 				if err != nil || i < 0 || i >= len(part) {
@@ -152,9 +167,12 @@ func (d *subDriver) changeVisibility(ctx context.Context, vis []visChange) error
 					d.log.Debug("relay/sqs: visibility change refused", "code", aws.ToString(f.Code), "reason", aws.ToString(f.Message))
 					continue
 				}
-				retry = append(retry, part[i])
+				retry++
 			}
-			return d.visibilitySingles(ctx, url, retry)
+			if retry > 0 {
+				return fmt.Errorf("relay/sqs: %d of %d visibility changes failed", retry, len(part))
+			}
+			return nil
 		}))
 	}
 	return errors.Join(errs...)

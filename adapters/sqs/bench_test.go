@@ -30,8 +30,8 @@ import (
 // summed over its rounds. publish: 100 messages per Publish call (relay) or
 // per round of ten concurrent SendMessageBatch calls (SDK), each message a
 // 256-byte body and an ID attribute. consume: a prefilled queue drained by
-// 4 pollers with ReceiveMessage(10); relay acks each message (batched
-// deletes, in the background) and a round ends when its subscription's
+// 4 pollers with ReceiveMessage(10); relay acks each message (deletes
+// batched by the shared settlement layer) and a round ends when its subscription's
 // channel has closed; the SDK loop deletes each receive's messages with
 // one DeleteMessageBatch before it receives again.
 

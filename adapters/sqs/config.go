@@ -143,9 +143,10 @@ type Config struct {
 	// Visibility/3; extend_every=0 in a URL (a negative value) turns
 	// extension off.
 	ExtendEvery time.Duration
-	// AckLinger is how long acks wait for more acks to fill a
-	// DeleteMessageBatch call of ten (ack_linger=). Default 10ms;
-	// ack_linger=0 in a URL (a negative value) deletes at once. Acked
+	// AckLinger is how long settlements wait for more to fill a batch
+	// (ack_linger=): the shared layer's settlement linger
+	// (driver.Options.SettleLinger). Default 10ms; ack_linger=0 in a URL (a
+	// negative value) takes the shared layer's shortest (1ms). Acked
 	// messages stay invisible meanwhile, so a linger costs no redelivery.
 	AckLinger time.Duration
 

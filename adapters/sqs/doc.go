@@ -57,14 +57,17 @@
 //
 // # Consuming
 //
-// Each subscription runs pollers (default 4; 1 on FIFO queues) that
-// long-poll ReceiveMessage (wait=20s, ten messages per call) while the
-// in-flight window (inflight=100) has room for a full call. Each call is
+// Each subscription keeps pollers= ReceiveMessage calls in flight
+// (default 4; 1 on FIFO queues), long-polling (wait=20s) for up to ten
+// messages each: the shared layer runs them within its in-flight window
+// (inflight=100), each asking for what the window has free. Each call is
 // bounded by receive_timeout (default wait + 10s), so a network that went
-// silent fails the call, Health reports it and the poller retries. Ack deletes
-// with DeleteMessageBatch and Nack changes the visibility to 0 (or, for
-// NackAfter, to the delay) with ChangeMessageVisibilityBatch, batched by
-// the shared settlement layer and sent asynchronously. Attempt is SQS's
+// silent fails the call, Health reports it and the shared layer retries it
+// with its backoff. Ack deletes with DeleteMessageBatch and Nack changes the
+// visibility to 0 (or, for NackAfter, to the delay) with
+// ChangeMessageVisibilityBatch, in calls of ten of the settlement batches
+// of the shared layer, which lingers up to ack_linger for a batch to fill
+// and retries a failed call. Attempt is SQS's
 // ApproximateReceiveCount (or the receives this subscription counted, if
 // that is higher, for emulators that do not count). The visibility of
 // messages still being handled is extended every extend_every (default

@@ -3,7 +3,6 @@ package sqs
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,9 +19,6 @@ type subDriver struct {
 	noBatchVis atomic.Bool // the service lacks ChangeMessageVisibilityBatch
 	noBatchDel atomic.Bool // the service lacks DeleteMessageBatch
 
-	mu     sync.Mutex
-	active map[*receiver]struct{}
-
 	queueTopic queueBinding // the one topic of Config.Queue
 }
 
@@ -30,23 +26,6 @@ func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
 
 func (d *subDriver) Close() error {
 	d.c.close()
-	return nil
-}
-
-// Health implements relay.HealthChecker: the error of the latest failed
-// ReceiveMessage of any subscription, nil when every poller's last call
-// succeeded.
-func (d *subDriver) Health() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for r := range d.active {
-		r.mu.Lock()
-		err := r.pollErr
-		r.mu.Unlock()
-		if err != nil {
-			return fmt.Errorf("relay/sqs: receiving from %q: %w", r.topic, err)
-		}
-	}
 	return nil
 }
 
@@ -82,8 +61,7 @@ func (d *subDriver) forget(topic string) {
 	}
 }
 
-// Subscribe implements driver.SubscribeDriver: it provisions the queue and
-// starts the pollers, which run until ctx ends.
+// Subscribe implements driver.SubscribeDriver: it provisions the queue.
 func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver, error) {
 	if err := validateName(d.scheme, topic, d.cfg.FIFO); err != nil {
 		return nil, err
@@ -96,39 +74,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	if d.scheme == SchemeSNS {
 		qname, _ = d.queueName(topic) // checked by queueFor
 	}
-	pollers := d.cfg.Pollers
-	if pollers == 0 {
-		pollers = DefaultPollers
-		if isFIFO(qname) {
-			pollers = 1
-		}
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	ackCtx, ackKill := context.WithCancel(context.Background())
-	r := &receiver{
-		ackCtx:   ackCtx,
-		ackKill:  ackKill,
-		d:        d,
-		topic:    topic,
-		pollCtx:  pctx,
-		cancel:   cancel,
-		want:     min(d.cfg.MaxMessages, d.cfg.InFlight),
-		buf:      make(chan driver.Received, d.cfg.InFlight),
-		queueURL: url,
-		avail:    d.cfg.InFlight,
-		changed:  make(chan struct{}),
-		buffered: map[*handle]struct{}{},
-		attempts: map[string]int{},
-		ackSem:   make(chan struct{}, ackParallel),
-	}
-	d.mu.Lock()
-	d.active[r] = struct{}{}
-	d.mu.Unlock()
-	r.wg.Add(pollers)
-	for range pollers {
-		go r.poll()
-	}
-	return r, nil
+	return &receiver{d: d, topic: topic, fifo: isFIFO(qname), queueURL: url, attempts: map[string]int{}}, nil
 }
 
 // RemoveTopic deletes the queue of topic on sqs:// (idempotent). On

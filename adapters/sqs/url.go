@@ -141,12 +141,15 @@ func newSubscriber(ctx context.Context, scheme string, cfg Config, opts []Option
 	if err != nil {
 		return nil, err
 	}
-	d := &subDriver{endpoint: e, active: map[*receiver]struct{}{}}
+	d := &subDriver{endpoint: e}
 	extend := e.cfg.ExtendEvery
 	if extend < 0 {
 		extend = 0
 	}
-	return driver.NewSubscriber(d, driver.Options{InFlight: e.cfg.InFlight, InFlightBytes: e.cfg.InFlightBytes, ExtendEvery: extend, Logger: e.log}), nil
+	// The acks' linger is the shared layer's settlement linger (ack_linger=0:
+	// its shortest).
+	return driver.NewSubscriber(d, driver.Options{InFlight: e.cfg.InFlight, InFlightBytes: e.cfg.InFlightBytes, ExtendEvery: extend,
+		SettleLinger: max(e.cfg.AckLinger, 0), Logger: e.log}), nil
 }
 
 // capabilities is the capability row of scheme under cfg.
