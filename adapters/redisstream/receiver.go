@@ -299,6 +299,7 @@ func (r *receiver) unblock() {
 	}
 }
 
+// Extend resets the idle time of the entries still held, so that other
 // consumers' XAUTOCLAIM does not take them.
 func (r *receiver) Extend(ctx context.Context, handles []any) error {
 	r.smu.Lock()

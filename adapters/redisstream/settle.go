@@ -148,5 +148,3 @@ func (r *receiver) popDue(now time.Time) bool {
 	r.dues = r.dues[n:]
 	return n > 0
 }
-
-// Extend resets the idle time of the entries still held, so that other
