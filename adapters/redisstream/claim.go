@@ -117,7 +117,6 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []streamEntry) ([]driv
 			}
 		}
 		hs[i].id = m.id
-		hs[i].slot.Store(true)
 		out[i] = driver.Received{Msg: m.msg, Attempt: attempt, Handle: &hs[i]}
 	}
 	return out, nil

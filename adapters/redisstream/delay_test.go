@@ -67,10 +67,9 @@ func TestNackAfterHoldsAcrossSubscriptions(t *testing.T) {
 }
 
 // A message waiting out a NackAfter delay holds no slot of the in-flight
-// window (neither the shared layer's nor the reader's read-ahead count):
-// with inflight=N, N other messages are delivered and held meanwhile. The
-// waiting subscription claims the message when it is due, not at its next
-// claim_every (one hour here).
+// window: with inflight=N, N other messages are delivered and held
+// meanwhile. The waiting subscription claims the message when it is due,
+// not at its next claim_every (one hour here).
 func TestNackAfterFreesWindowSlot(t *testing.T) {
 	const n = 3
 	topic, group := relaytest.Unique("delay-window"), relaytest.Unique("g")
@@ -112,8 +111,8 @@ func TestNackAfterFreesWindowSlot(t *testing.T) {
 
 // A NackAfter longer than claim_idle (MaxDelay) is emulated by the shared
 // layer, which keeps the entry leased; it still holds no slot of the
-// reader's window: with inflight=3, three other messages are delivered and
-// held while it waits.
+// window: with inflight=3, three other messages are delivered and held
+// while it waits.
 func TestEmulatedNackAfterFreesReadAhead(t *testing.T) {
 	const n = 3
 	topic, group := relaytest.Unique("delay-emulated"), relaytest.Unique("g")

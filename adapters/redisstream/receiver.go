@@ -1,7 +1,6 @@
 package redisstream
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,11 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 )
-
-// readShare: one read asks for at most 1/readShare of the byte window.
-const readShare = 8
 
 // scanDone is the XAUTOCLAIM cursor of a complete pass over the PEL.
 const scanDone = "0-0"
@@ -28,22 +23,15 @@ const scanDone = "0-0"
 type handle struct {
 	id      string
 	settled bool // guarded by receiver.smu
-	// slot: the entry counts against the reader's window (outstanding);
-	// cleared by whichever of settling, releasing or parking comes first.
-	slot atomic.Bool
-	size int64 // driver.EncodedSize of the message, set by the reader
 }
 
 // receiver is one subscription: one consumer of the group on one stream.
 //
-// A reader goroutine owns the read state and reads ahead into buf while
-// the shared layer delivers the previous batch, so that network round
-// trips overlap with handling. It keeps the entries this consumer holds
-// (read ahead, delivered, not yet settled) within the in-flight window,
-// in count and in bytes (InFlightBytes), and reads again once a quarter of
-// the window is free. Settle, Extend and
-// Release are serialized by smu, so that a lease extension never takes
-// back an entry that a concurrent Nack has just handed back.
+// Receive makes one read step at a time on behalf of the shared layer,
+// which keeps the in-flight window, calls Receive from one goroutine and
+// retries failed steps with backoff. Settle, Extend and Release are
+// serialized by smu, so that a lease extension never takes back an entry
+// that a concurrent Nack has just handed back.
 type receiver struct {
 	c        *redis.Client // shared pool: claims, settlements, CLIENT UNBLOCK
 	rc       *redis.Client // one dedicated connection for blocking reads
@@ -59,26 +47,8 @@ type receiver struct {
 	// Subscribe.
 	stopMover func()
 
-	window   int
-	lowWater int
-	// maxBytes bounds the bytes of the entries counted in outstanding
-	// (InFlightBytes; <= 0: no byte bound); sizeGuess is the largest
-	// entry size of recent reads, for sizing the next one (reader only).
-	maxBytes  int64
-	sizeGuess int64
-
-	// Read-ahead state, guarded by bmu.
-	bmu         sync.Mutex
-	buf         []driver.Received
-	outstanding int   // entries read and not yet settled or released
-	outBytes    int64 // their bytes
-	readErr     error // to be returned by the next Receive
-	healed      bool  // reading works again after readErr
-	avail       chan struct{}
-	freed       chan struct{}
-	readerDone  chan struct{}
-
-	// Read state, owned by the reader goroutine.
+	// Read state, owned by Receive (called from one goroutine).
+	failing     bool   // the last step failed
 	recovering  bool   // reading this consumer's own PEL left by an earlier incarnation
 	ownCursor   string // last ID of the own-PEL read
 	claimCursor string // XAUTOCLAIM cursor; scanDone between passes
@@ -87,7 +57,7 @@ type receiver struct {
 	claimNow    atomic.Bool // a Nack handed entries back: claim at once
 
 	// dues are the times, in order, at which entries this subscription
-	// handed back with a delay (NackAfter) become claimable; the reader
+	// handed back with a delay (NackAfter) become claimable; Receive
 	// claims at each of them. Guarded by dmu.
 	dmu  sync.Mutex
 	dues []time.Time
@@ -104,6 +74,11 @@ type receiver struct {
 	wakers        sync.WaitGroup
 }
 
+// stuckRead is how long a blocking read may go on after the
+// subscription's ctx ended before its connection is closed to end it (a
+// server that answers neither the read nor CLIENT UNBLOCK).
+const stuckRead = time.Second
+
 func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeName func()) *receiver {
 	r := &receiver{
 		c:           d.c,
@@ -116,12 +91,6 @@ func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeNa
 		recovering:  true,
 		ownCursor:   "0",
 		claimCursor: scanDone,
-		window:      d.cfg.InFlight,
-		lowWater:    max(1, d.cfg.InFlight/4),
-		maxBytes:    cmp.Or(d.cfg.InFlightBytes, driver.DefaultInFlightBytes),
-		avail:       make(chan struct{}, 1),
-		freed:       make(chan struct{}, 1),
-		readerDone:  make(chan struct{}),
 	}
 	opts := *d.c.Options()
 	opts.PoolSize, opts.MinIdleConns, opts.MaxIdleConns, opts.MaxActiveConns = 1, 0, 1, 1
@@ -142,136 +111,49 @@ func newReceiver(ctx context.Context, d *subDriver, key, consumer string, freeNa
 		return nil
 	}
 	r.rc = redis.NewClient(&opts)
-	r.stopWake = context.AfterFunc(ctx, r.wake)
-	go r.readLoop(ctx)
+	r.stopWake = context.AfterFunc(ctx, r.ended)
 	return r
 }
 
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
-// Receive returns up to max entries that the reader has read ahead,
-// waiting until there are some or ctx is done. When reading starts to
-// fail it returns the error once (after the entries already read), and
-// (nil, nil) once reading works again.
-func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
-	for {
-		r.bmu.Lock()
-		if n := min(max, len(r.buf)); n > 0 {
-			out := make([]driver.Received, n)
-			copy(out, r.buf)
-			r.buf = append(r.buf[:0], r.buf[n:]...)
-			r.bmu.Unlock()
-			return out, nil
-		}
-		if err := r.readErr; err != nil {
-			r.readErr = nil
-			r.bmu.Unlock()
-			return nil, err
-		}
-		if r.healed {
-			r.healed = false
-			r.bmu.Unlock()
-			return nil, nil
-		}
-		r.bmu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-r.avail:
-		}
-	}
-}
-
-// readLoop reads while the window has room, until ctx is done.
-func (r *receiver) readLoop(ctx context.Context) {
-	defer close(r.readerDone)
-	bo := backoff.Backoff{Max: time.Second} // a local reconnect is cheap; go-redis retries dials too
-	failing := false
-	for {
-		r.bmu.Lock()
-		free := r.window - r.outstanding
-		freeBytes, held := r.maxBytes-r.outBytes, r.outstanding > 0
-		r.bmu.Unlock()
-		if free < r.lowWater || r.maxBytes > 0 && held && freeBytes < r.maxBytes/4 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.freed:
-				continue
-			}
-		}
-		if r.maxBytes > 0 {
-			// As many entries of the recent size as fit in the bytes free,
-			// and in an eighth of the byte window: go-redis grows the raw
-			// reply by appending to it, so a read briefly takes two to
-			// three times its size, which must stay small beside the
-			// window. One entry (whatever its size) when no size is known
-			// yet, as the shared layer asks.
-			fit := int64(1)
-			if r.sizeGuess > 0 {
-				fit = max(1, min(freeBytes, r.maxBytes/readShare)/r.sizeGuess)
-			}
-			free = int(min(int64(free), fit))
-		}
-		got, err := r.fetch(ctx, free)
-		var gotBytes, largest int64
-		for _, rc := range got {
-			h := rc.Handle.(*handle)
-			h.size = int64(driver.EncodedSize(rc.Msg))
-			gotBytes += h.size
-			largest = max(largest, h.size)
-		}
-		if len(got) > 0 {
-			r.sizeGuess = max(largest, r.sizeGuess-r.sizeGuess/8)
-		}
-		if ctx.Err() != nil && len(got) == 0 {
-			return // entries read as ctx ended stay pending; Close hands them back
-		}
-		r.bmu.Lock()
-		switch {
-		case err != nil && !failing:
-			// Only the first error of a streak goes to the shared layer
-			// (which logs it and reports it through Health); retrying is
-			// done here, so that two backoffs do not add up.
-			r.readErr, r.healed, failing = err, false, true
-		case err != nil:
-			r.log.Debug("relay: redis read still failing", "err", err, "attempt", bo.Attempts()+1)
-		case failing:
-			r.readErr, r.healed, failing = nil, true, false
-			r.log.Info("relay: redis reads work again")
-		}
-		if len(got) > 0 {
-			r.outstanding += len(got)
-			r.outBytes += gotBytes
-			r.buf = append(r.buf, got...)
-		}
-		r.bmu.Unlock()
-		signal(r.avail)
-		if err != nil {
-			if !bo.Sleep(ctx) {
-				return
-			}
-			continue
-		}
-		bo.Reset()
-	}
-}
-
-// settled returns n entries of size bytes to the window.
-func (r *receiver) settled(n int, size int64) {
-	if n == 0 {
+// ended interrupts a blocking read when the subscription's ctx ends, so
+// that Receive returns: CLIENT UNBLOCK first, and closing the read's
+// connection when the read still goes on after stuckRead. Entries the
+// server delivered meanwhile stay pending for this consumer; Close hands
+// them back.
+func (r *receiver) ended() {
+	r.wake()
+	r.wmu.Lock()
+	reading := r.reading
+	r.wmu.Unlock()
+	if !reading {
 		return
 	}
-	r.bmu.Lock()
-	r.outstanding -= n
-	r.outBytes -= size
-	r.bmu.Unlock()
-	signal(r.freed)
+	time.AfterFunc(stuckRead, func() {
+		r.wmu.Lock()
+		stuck := r.reading && !r.closed
+		r.wmu.Unlock()
+		if stuck {
+			_ = r.rc.Close()
+		}
+	})
+}
+
+// Receive makes read steps (see fetch) until one returns entries or fails,
+// or ctx is done. After a failed call, the first step that works returns
+// (nil, nil) even without entries, so that the shared layer sees that
+// reading works again.
+func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
+	for {
+		got, err := r.fetch(ctx, max)
+		if err != nil {
+			r.failing = true
+			return nil, err
+		}
+		if len(got) > 0 || r.failing {
+			r.failing = false
+			return got, nil
+		}
+	}
 }
 
 // fetch makes one read step for up to max entries: first this consumer's
@@ -365,7 +247,6 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 			m.msg = &relay.Message{ID: m.id}
 		}
 		hs[i].id = m.id
-		hs[i].slot.Store(true)
 		out[i] = driver.Received{Msg: m.msg, Attempt: 1, Handle: &hs[i]}
 	}
 	return out, nil
@@ -418,6 +299,7 @@ func (r *receiver) unblock() {
 	}
 }
 
+// Extend resets the idle time of the entries still held, so that other
 // consumers' XAUTOCLAIM does not take them.
 func (r *receiver) Extend(ctx context.Context, handles []any) error {
 	r.smu.Lock()
@@ -428,11 +310,6 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 			ids = append(ids, h.id)
 		}
 	}
-	r.bmu.Lock()
-	for _, rc := range r.buf { // read ahead, not yet taken by the shared layer
-		ids = append(ids, rc.Handle.(*handle).id)
-	}
-	r.bmu.Unlock()
 	if len(ids) == 0 {
 		return nil
 	}
@@ -448,18 +325,12 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
 	ids := make([]string, 0, len(handles))
-	freed, freedBytes := 0, int64(0)
 	for _, h := range handles {
 		if h := h.(*handle); !h.settled {
 			h.settled = true
 			ids = append(ids, h.id)
-			if h.slot.CompareAndSwap(true, false) {
-				freed++
-				freedBytes += h.size
-			}
 		}
 	}
-	r.settled(freed, freedBytes)
 	if len(ids) == 0 {
 		return nil
 	}
@@ -474,22 +345,14 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 	return nil
 }
 
-// Close stops the reader, hands back whatever is still pending for this
-// consumer (entries read ahead, settlements that never reached Redis) and
-// deletes the consumer, so that the group's consumer list does not grow
-// with every subscription. The subscription's ctx is done when it is called.
+// Close hands back whatever is still pending for this consumer (entries
+// read as the subscription ended, settlements that never reached Redis)
+// and deletes the consumer, so that the group's consumer list does not
+// grow with every subscription. The subscription's ctx is done and
+// Receive has returned when it is called.
 func (r *receiver) Close(ctx context.Context) error {
 	if r.stopMover != nil {
 		r.stopMover()
-	}
-	select {
-	case <-r.readerDone:
-	case <-ctx.Done():
-		// A read the server never answers (a hung broker): closing the
-		// reader's connection ends it; the Close below then only reports
-		// that it is closed already.
-		_ = r.rc.Close()
-		<-r.readerDone
 	}
 	r.stopWake()
 	r.wmu.Lock()

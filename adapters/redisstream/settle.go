@@ -20,14 +20,9 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	defer r.smu.Unlock()
 	var acks, nacks []string
 	var delayed map[int64][]string // by delay in ms
-	first, firstBytes := 0, int64(0)
 	for _, s := range batch {
 		h := s.Handle.(*handle)
 		h.settled = true
-		if h.slot.CompareAndSwap(true, false) {
-			first++
-			firstBytes += h.size
-		}
 		switch {
 		case s.Ack:
 			acks = append(acks, h.id)
@@ -41,7 +36,6 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			nacks = append(nacks, h.id)
 		}
 	}
-	r.settled(first, firstBytes) // settled by the application: the window has room again
 	var ack redis.Cmder
 	cmds := make([]redis.Cmder, 0, 1+len(delayed))
 	if len(nacks) == 0 && len(delayed) == 0 {
@@ -154,14 +148,3 @@ func (r *receiver) popDue(now time.Time) bool {
 	r.dues = r.dues[n:]
 	return n > 0
 }
-
-// Park implements driver.Parker: an entry whose NackAfter delay the shared
-// layer emulates (one longer than MaxDelay) stays leased to this consumer
-// but no longer counts against the reader's window.
-func (r *receiver) Park(h any) {
-	if h := h.(*handle); h.slot.CompareAndSwap(true, false) {
-		r.settled(1, h.size)
-	}
-}
-
-// Extend resets the idle time of the entries still held, so that other
