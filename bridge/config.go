@@ -118,8 +118,10 @@ type Route struct {
 	// at-most-once route with Batch above 1, no Dedup and no OpenTelemetry
 	// instrumentation) forwards them in ⌈Concurrency ÷ Batch⌉ lanes, each
 	// publishing up to Batch copies per call; the others in Concurrency
-	// lanes of one message. Messages with the same Key are always forwarded
-	// in delivery order (one batch after another); 1 keeps the order of the
+	// lanes of one message. Messages with the same Key are forwarded in
+	// delivery order (one batch after another; a copy that failed in a
+	// batch and is retried alone can be overtaken by the later copies of
+	// its batch, see docs/bridge.md); 1 keeps the order of the
 	// whole topic (on a pipelined route, so does any Concurrency ≤ Batch:
 	// one lane). It is bounded in practice by
 	// the source's in-flight window (Source.InFlight). Default 512.

@@ -93,8 +93,20 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 		return f.atMostOnceFailed(ctx, srcs, failed, err)
 	}
 	var be router.BatchError
+	stopping := router.Stopping(ctx)
 	for _, i := range failed {
 		m := srcs[i]
+		select {
+		case <-stopping:
+			// The bridge is stopping: what has not been forwarded alone
+			// yet goes back to the source instead of holding the drain.
+			if be.Failed == nil {
+				be.Failed = map[string]error{}
+			}
+			be.Failed[m.ID] = fmt.Errorf("publish to %q: %w (not retried: the route is stopping)", r.cfg.To.Topic, err)
+			continue
+		default:
+		}
 		if _, err := f.single(ctx, m); err != nil {
 			if be.Failed == nil {
 				be.Failed = map[string]error{}

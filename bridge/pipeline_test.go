@@ -211,3 +211,61 @@ func TestStopWhileConnectingIsClean(t *testing.T) {
 		t.Fatal("Run did not return after its ctx was cancelled")
 	}
 }
+
+// stallScheme is a destination whose Publish never answers: it returns
+// only when its ctx (the route's publish timeout) is done.
+const stallScheme = "pipelinetest-stall"
+
+func init() { relay.Register(stallScheme, stallOpener{}) }
+
+type stallOpener struct{}
+
+func (stallOpener) OpenPublisher(context.Context, *url.URL) (relay.Publisher, error) {
+	return stallPublisher{}, nil
+}
+
+func (stallOpener) OpenSubscriber(context.Context, *url.URL) (relay.Subscriber, error) {
+	return nil, relay.ErrNotSupported
+}
+
+type stallPublisher struct{}
+
+func (stallPublisher) Publish(ctx context.Context, _ string, _ ...*relay.Message) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (stallPublisher) Close() error { return nil }
+
+// A bridge that stops while a batch's failed copies are being forwarded
+// one by one does not forward the rest alone first (each would wait out
+// the publish timeout): they go back to the source, and the drain ends
+// within the shutdown timeout.
+func TestPipelineStopsRetryingSinglesOnShutdown(t *testing.T) {
+	a := "mem://" + uniq("a")
+	br, err := bridge.New(bridge.Config{ShutdownTimeout: 4 * time.Second, Routes: []bridge.Route{{
+		Name:           "stalled",
+		From:           bridge.Source{URL: a, Topic: "in", Group: "g"},
+		To:             bridge.Destination{URL: stallScheme + "://x", Topic: "out"},
+		PublishTimeout: time.Second,
+		Retry:          &bridge.Retry{MaxAttempts: 2, InitialInterval: time.Millisecond},
+	}}}, bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	provision(t, a, "g", "in")
+	var in []*relay.Message
+	for i := range 20 {
+		in = append(in, relay.NewMessage([]byte(strconv.Itoa(i))))
+	}
+	publish(t, a, "in", in...)
+	stop := runBridge(t, br)
+	// The batch's call timed out and its copies are being forwarded alone.
+	waitRoute(t, br, 0, "a retry", func(rs bridge.RouteStatus) bool { return rs.Retries >= 1 })
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v (after %v)", err, time.Since(start).Round(time.Millisecond))
+	}
+	// Nothing was forwarded or lost: every message is back at the source.
+	waitLagOf(t, a, "g", "in", 20)
+}

@@ -36,8 +36,10 @@ type Receiver interface {
 	// (the receiver reconnects as needed); an error wrapping relay.ErrClosed
 	// ends the subscription. A delivery that cannot be decoded is returned
 	// as a message (raw bytes as payload, the problem in metadata), never
-	// as an error. The caller is done with the returned slice when it
-	// calls Receive again, so a receiver may reuse it.
+	// as an error; messages are never returned together with an error.
+	// The caller is done with the returned slice when it calls Receive
+	// again, so a receiver may reuse it (not one that implements
+	// ReceiveLimiter with more than one call at once: its calls overlap).
 	Receive(ctx context.Context, max int) ([]Received, error)
 	// Settle applies acks and nacks, in settlement order, with as few
 	// broker calls as it can. It is called from one goroutine. The batch

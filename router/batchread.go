@@ -308,6 +308,12 @@ func (h *handler) joinOrHandle(batch, more []*relay.Message) []*relay.Message {
 	if len(batch)+len(more) <= h.bcfg.size {
 		return append(batch[:len(batch):len(batch)], more...)
 	}
-	h.processBatch(batch)
+	if h.stopped() {
+		for _, m := range batch {
+			h.unstarted(m)
+		}
+	} else {
+		h.processBatch(batch)
+	}
 	return more
 }
