@@ -1,0 +1,446 @@
+package kafka
+
+// The mover of delayed messages: it consumes a topic's delay buckets and
+// produces each record to its target topic once due (see delayed.go).
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// moverGroup is the consumer group of the movers of topic.
+func moverGroup(topic string) string { return "relay-delay-mover." + topic }
+
+// movers runs one mover per target topic for a subscriber, however many
+// of its subscriptions consume that topic. Safe for concurrent use.
+type movers struct {
+	d *subDriver
+
+	mu      sync.Mutex
+	running map[string]*moverRef
+}
+
+type moverRef struct {
+	refs int
+	mv   *mover
+}
+
+// acquire starts topic's mover unless it runs and returns the func that
+// stops it when the last subscription of topic lets go (it waits for the
+// mover to end, at most until its ctx ends). The bucket topics must exist
+// (Subscribe creates them).
+func (ms *movers) acquire(topic string) (func(context.Context), error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.running == nil {
+		ms.running = map[string]*moverRef{}
+	}
+	ref := ms.running[topic]
+	if ref == nil {
+		mv, err := newMover(ms.d, topic)
+		if err != nil {
+			return nil, err
+		}
+		ref = &moverRef{mv: mv}
+		ms.running[topic] = ref
+	}
+	ref.refs++
+	var once sync.Once
+	return func(ctx context.Context) {
+		once.Do(func() {
+			ms.mu.Lock()
+			ref.refs--
+			last := ref.refs == 0
+			if last {
+				delete(ms.running, topic)
+			}
+			ms.mu.Unlock()
+			if last {
+				ref.mv.close(ctx)
+			}
+		})
+	}, nil
+}
+
+// mover moves the delayed records of one target topic; see the top of
+// this file. One goroutine (run) owns the routing; produce promises and
+// the group's revocations meet it under mu.
+type mover struct {
+	target string
+	cl     *kgo.Client
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+	// kill cancels the client's context, aborting its requests: close
+	// keeps its deadline against a broker that stopped answering.
+	kill context.CancelFunc
+
+	mu    sync.Mutex
+	parts map[tp]*moverPart
+	held  heldHeap
+	seq   uint64 // orders held records of one time, and numbers partition states
+	// out are the records routed under mu, produced by run after it lets
+	// go of mu (Produce may block while the client's buffer is full, and
+	// the promises that free it take mu).
+	out []outRecord
+}
+
+type outRecord struct {
+	rec *kgo.Record
+	it  *heldItem
+}
+
+type tp struct {
+	topic string
+	part  int32
+}
+
+// moverPart is the state of one assigned bucket partition.
+type moverPart struct {
+	gen       uint64         // unique per assignment of the partition: promises for an earlier one the partition is revoked: late promises are ignored
+	queue     []*kgo.Record  // polled, not routed yet
+	taken     []int64        // offsets routed, in order, not yet settled ...
+	settled   map[int64]bool // ... of which these are acknowledged
+	next      int64          // offset after the last record polled
+	committed int64          // last offset committed (-1: none)
+	paused    bool
+}
+
+// heldItem is a record waiting in memory for its due time (or for a
+// retry after a failed produce).
+type heldItem struct {
+	rec *kgo.Record
+	at  time.Time // when to route it again
+	seq uint64    // ties in order of arrival
+	tp  tp
+	gen uint64
+	off int64
+}
+
+type heldHeap []*heldItem
+
+func (h heldHeap) Len() int { return len(h) }
+func (h heldHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h heldHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)   { *h = append(*h, x.(*heldItem)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func newMover(d *subDriver, target string) (*mover, error) {
+	mv := &mover{
+		target: target,
+		log:    d.cfg.Logger.With("backend", "kafka", "topic", target, "group", moverGroup(target)),
+		done:   make(chan struct{}),
+		parts:  map[tp]*moverPart{},
+	}
+	opts := d.groupOpts(moverGroup(target), DelayTopics(target), mv.onRevoked, mv.onLost)
+	clCtx, kill := context.WithCancel(context.Background())
+	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
+	if err != nil {
+		kill()
+		return nil, fmt.Errorf("relay/kafka: delay mover of %q: %w", target, err)
+	}
+	mv.cl, mv.kill = cl, kill
+	ctx, cancel := context.WithCancel(context.Background())
+	mv.cancel = cancel
+	go mv.run(ctx)
+	return mv, nil
+}
+
+// close stops the mover: it waits for its goroutine, commits what was
+// moved and leaves the group (the records it held in memory are moved by
+// the next member, which may repeat moves not committed yet). It returns
+// by ctx's end (or brokerTimeout), aborting requests then.
+func (mv *mover) close(ctx context.Context) {
+	defer mv.kill()
+	defer context.AfterFunc(ctx, mv.kill)()
+	mv.cancel()
+	<-mv.done
+	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
+	defer cancel()
+	mv.mu.Lock()
+	offsets := mv.commitsLocked(nil)
+	mv.mu.Unlock()
+	mv.commit(ctx, offsets)
+	if err := mv.cl.LeaveGroupContext(ctx); err != nil && !isCtxErr(err) {
+		mv.log.Warn("relay/kafka: delay mover leaving its group", "err", err)
+	}
+	mv.cl.Close()
+
+}
+
+// run polls the bucket topics and routes records until ctx ends.
+func (mv *mover) run(ctx context.Context) {
+	defer close(mv.done)
+	for {
+		mv.mu.Lock()
+		wake := mv.routeLocked(time.Now())
+		offsets := mv.commitsLocked(nil)
+		out := mv.out
+		mv.out = nil
+		mv.mu.Unlock()
+		for _, o := range out {
+			it := o.it
+			mv.cl.Produce(context.Background(), o.rec, func(_ *kgo.Record, err error) { mv.produced(it, err) })
+		}
+		mv.commit(ctx, offsets)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := min(time.Until(wake), 500*time.Millisecond)
+		pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
+		fetches := mv.cl.PollRecords(pctx, 1000)
+		cancel()
+		if ctx.Err() != nil {
+			mv.cl.AllowRebalance()
+			return
+		}
+		mv.mu.Lock()
+		fetches.EachError(func(t string, p int32, err error) {
+			if !isCtxErr(err) {
+				mv.log.Warn("relay/kafka: delay mover fetch", "topic", t, "partition", p, "err", err)
+			}
+		})
+		fetches.EachRecord(func(r *kgo.Record) {
+			ps := mv.partLocked(tp{r.Topic, r.Partition})
+			ps.queue = append(ps.queue, r)
+			ps.next = r.Offset + 1
+		})
+		mv.mu.Unlock()
+		mv.cl.AllowRebalance()
+	}
+}
+
+func (mv *mover) partLocked(k tp) *moverPart {
+	ps := mv.parts[k]
+	if ps == nil {
+		mv.seq++
+		ps = &moverPart{gen: mv.seq, settled: map[int64]bool{}, committed: -1, next: -1}
+		mv.parts[k] = ps
+	}
+	return ps
+}
+
+// routeLocked routes every record that has waited its bucket and every
+// held record that is due, pauses partitions whose head has not waited
+// its bucket yet and resumes those whose queue is empty. It returns when
+// to look again.
+func (mv *mover) routeLocked(now time.Time) (wake time.Time) {
+	wake = now.Add(time.Hour)
+	pause, resume := map[string][]int32{}, map[string][]int32{}
+	for k, ps := range mv.parts {
+		bucket, ok := bucketOf(mv.target, k.topic)
+		for len(ps.queue) > 0 {
+			r := ps.queue[0]
+			if ok {
+				if ready := r.Timestamp.Add(bucket); now.Before(ready) {
+					wake = minTime(wake, ready)
+					break
+				}
+			}
+			due, target, good := delayHeaders(r)
+			if !good || target != mv.target {
+				// Not a record of ours: skip it, so it does not block the partition.
+				mv.log.Warn("relay/kafka: delay mover skips a record without valid delay headers", "topic", k.topic, "partition", k.part, "offset", r.Offset)
+				ps.taken = append(ps.taken, r.Offset)
+				ps.settled[r.Offset] = true
+				ps.queue = ps.queue[1:]
+				continue
+			}
+			left := due.Sub(now)
+			if left > 0 && left < delayBuckets[1] && len(mv.held) >= maxHeld {
+				wake = minTime(wake, now.Add(10*time.Millisecond))
+				break
+			}
+			ps.taken = append(ps.taken, r.Offset)
+			ps.queue = ps.queue[1:]
+			mv.dispatchLocked(&heldItem{rec: r, at: due, tp: k, gen: ps.gen, off: r.Offset}, now)
+		}
+		switch {
+		case len(ps.queue) > 0 && !ps.paused:
+			ps.paused = true
+			pause[k.topic] = append(pause[k.topic], k.part)
+		case len(ps.queue) == 0 && ps.paused:
+			ps.paused = false
+			resume[k.topic] = append(resume[k.topic], k.part)
+		}
+	}
+	for len(mv.held) > 0 && !mv.held[0].at.After(now) {
+		it := heap.Pop(&mv.held).(*heldItem)
+		mv.dispatchLocked(it, now)
+	}
+	if len(mv.held) > 0 {
+		wake = minTime(wake, mv.held[0].at)
+	}
+	if len(pause) > 0 {
+		mv.cl.PauseFetchPartitions(pause)
+	}
+	if len(resume) > 0 {
+		mv.cl.ResumeFetchPartitions(resume)
+	}
+	return wake
+}
+
+// dispatchLocked sends it on by the time left until its due time: to the
+// target when due, to a bucket when a second or more is left (both queued
+// in out, for run to produce), else into memory until due.
+func (mv *mover) dispatchLocked(it *heldItem, now time.Time) {
+	due, _, _ := delayHeaders(it.rec)
+	left := due.Sub(now)
+	var out *kgo.Record
+	switch {
+	case left <= 0:
+		out = undelayed(it.rec, mv.target)
+	case left >= delayBuckets[1]:
+		out = rebucketed(it.rec, mv.target, left)
+	default:
+		it.at = due
+		mv.seq++
+		it.seq = mv.seq
+		heap.Push(&mv.held, it)
+		return
+	}
+	mv.out = append(mv.out, outRecord{out, it})
+}
+
+// produced settles it once its record is acknowledged, or holds it for a
+// retry in a second.
+func (mv *mover) produced(it *heldItem, err error) {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	ps := mv.parts[it.tp]
+	if ps == nil || ps.gen != it.gen {
+		return // revoked meanwhile: the next owner moves it again
+	}
+	if err != nil {
+		if err != kgo.ErrClientClosed {
+			mv.log.Warn("relay/kafka: delay mover produce failed; retrying in 1s", "topic", it.rec.Topic, "err", err)
+			mv.seq++
+			it.at, it.seq = time.Now().Add(time.Second), mv.seq
+			heap.Push(&mv.held, it)
+		}
+		return
+	}
+	ps.settled[it.off] = true
+}
+
+// commitsLocked advances each partition (of only, when not nil) past its
+// settled prefix and returns the offsets to commit.
+func (mv *mover) commitsLocked(only map[string][]int32) map[string]map[int32]kgo.EpochOffset {
+	var out map[string]map[int32]kgo.EpochOffset
+	for k, ps := range mv.parts {
+		if only != nil && !containsPart(only[k.topic], k.part) {
+			continue
+		}
+		for len(ps.taken) > 0 && ps.settled[ps.taken[0]] {
+			delete(ps.settled, ps.taken[0])
+			ps.taken = ps.taken[1:]
+		}
+		at := ps.next
+		switch {
+		case len(ps.taken) > 0:
+			at = ps.taken[0]
+		case len(ps.queue) > 0:
+			at = ps.queue[0].Offset
+		}
+		if at < 0 || at <= ps.committed {
+			continue
+		}
+		ps.committed = at
+		if out == nil {
+			out = map[string]map[int32]kgo.EpochOffset{}
+		}
+		if out[k.topic] == nil {
+			out[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		out[k.topic][k.part] = kgo.EpochOffset{Epoch: -1, Offset: at}
+	}
+	return out
+}
+
+func containsPart(ps []int32, p int32) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (mv *mover) commit(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) {
+	if len(offsets) == 0 {
+		return
+	}
+	mv.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		if err != nil && !isCtxErr(err) {
+			mv.log.Warn("relay/kafka: delay mover commit failed; moves after the last commit may be repeated", "err", err)
+		}
+	})
+}
+
+// onRevoked commits what was moved of the revoked partitions and drops
+// their state: records still held are moved again by the next owner.
+func (mv *mover) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	mv.mu.Lock()
+	offsets := mv.commitsLocked(revoked)
+	mv.mu.Unlock()
+	mv.commit(ctx, offsets)
+	mv.onLost(ctx, nil, revoked)
+}
+
+// onLost drops the state of the lost partitions without committing.
+func (mv *mover) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	mv.mu.Lock()
+	var resume map[string][]int32
+	for t, parts := range lost {
+		for _, p := range parts {
+			k := tp{t, p}
+			ps := mv.parts[k]
+			if ps == nil {
+				continue
+			}
+			if ps.paused {
+				if resume == nil {
+					resume = map[string][]int32{}
+				}
+				resume[t] = append(resume[t], p)
+			}
+			delete(mv.parts, k)
+		}
+	}
+	kept := mv.held[:0]
+	for _, it := range mv.held {
+		if _, ok := mv.parts[it.tp]; ok {
+			kept = append(kept, it)
+		}
+	}
+	mv.held = kept
+	heap.Init(&mv.held)
+	mv.mu.Unlock()
+	if resume != nil {
+		mv.cl.ResumeFetchPartitions(resume)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
