@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,31 +242,13 @@ func measurePublish(b *testing.B, be benchBackend, batch, workers int) float64 {
 	}
 	defer pub.Close()
 	payload := make([]byte, benchPayload)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				lo := next.Add(int64(batch)) - int64(batch)
-				if lo >= benchMessages {
-					return
-				}
-				msgs := make([]*relay.Message, min(int64(batch), benchMessages-lo))
-				for j := range msgs {
-					msgs[j] = relay.NewMessage(payload)
-				}
-				if err := pub.Publish(context.Background(), topic, msgs...); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return benchMessages / time.Since(start).Seconds()
+	return runParallel(b, batch, workers, func(n int) error {
+		msgs := make([]*relay.Message, n)
+		for j := range msgs {
+			msgs[j] = relay.NewMessage(payload)
+		}
+		return pub.Publish(context.Background(), topic, msgs...)
+	})
 }
 
 // BenchmarkRouteGuarantee measures, in one run, the same kafka -> kafka
