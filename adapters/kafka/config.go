@@ -186,9 +186,10 @@ type SubscriberConfig struct {
 	// yet (fetch_max_wait=). Default 1s.
 	FetchMaxWait time.Duration
 	// FetchMaxBytes bounds one fetch response, and so the records the
-	// client buffers beyond the in-flight window (fetch_max_bytes=). A
-	// partition's first record is returned even when it is larger.
-	// Default 1 MiB (a quarter of it per partition).
+	// client buffers beyond the in-flight window (fetch_max_bytes=), and
+	// the record bytes queued ahead of each subscription. A partition's
+	// first record is returned even when it is larger. Default 1 MiB (a
+	// quarter of it per partition).
 	FetchMaxBytes int
 	// Balancer is the partition assignor: cooperative-sticky, sticky,
 	// range or roundrobin (balancer=). Default cooperative-sticky.

@@ -26,7 +26,8 @@ import (
 //
 // One goroutine polls the client and routes the records to each topic's
 // receiver, which queues them until its subscription asks. It polls only
-// while every topic's queue holds less than two windows (receiver.ahead), so a fast consumer's
+// while no topic's queue is full (receiver.queueFull: a fetch's worth of
+// bytes), so a fast consumer's
 // topic is never paused (kgo drops a paused topic's buffered records and
 // fetches them again on resume, after the fetch in flight, which costs up
 // to fetch_max_wait). A topic whose full queue has waited longer than
@@ -172,13 +173,30 @@ func (m *member) pollLoop(ctx context.Context) {
 		if !m.waitRoom(ctx) {
 			return
 		}
-		fs := m.cl.PollRecords(ctx, max(64, m.d.cfg.InFlight))
+		fs := m.cl.PollRecords(ctx, m.pollSize())
 		m.dispatch(fs)
 		m.cl.AllowRebalance()
 		if ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// pollSize is how many records the next poll takes: what every fetched
+// topic's queue has room for (receiver.pollRoom), at most max(64,
+// inflight). Records beyond it stay in the client's buffer.
+func (m *member) pollSize() int {
+	n := max(64, m.d.cfg.InFlight)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.recvs {
+		r.mu.Lock()
+		if !r.topicPaused {
+			n = r.pollRoom(n)
+		}
+		r.mu.Unlock()
+	}
+	return n
 }
 
 func (m *member) roomMade() {
@@ -217,7 +235,7 @@ func (m *member) full(now time.Time) bool {
 	blocked := false
 	for _, r := range m.recvs {
 		r.mu.Lock()
-		if !r.topicPaused && len(r.queue) >= r.ahead() {
+		if !r.topicPaused && r.queueFull() {
 			if shared && now.Sub(r.queue[0].queued) >= queueGrace {
 				r.topicPaused = true
 				pause = append(pause, r.topic)

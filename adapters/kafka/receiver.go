@@ -55,6 +55,9 @@ type receiver struct {
 	mu          sync.Mutex
 	parts       map[int32]*partState
 	queue       []*handle // polled, not yet handed out
+	queuedBytes int       // record bytes (key and value) of queue
+	aheadBytes  int       // fetch_max_bytes: queue is full from this many queued bytes
+	sizeGuess   int       // the largest record of recent polls (0: none yet), for sizing a poll
 	redeliver   []*handle
 	fetchErr    error
 	closed      bool // no more records are registered
@@ -93,6 +96,7 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		topic:          topic,
 		log:            d.cfg.Logger.With("backend", "kafka", "topic", topic, "group", d.cfg.Group),
 		window:         max(1, d.cfg.InFlight),
+		aheadBytes:     max(1, d.cfg.FetchMaxBytes),
 		maxUncommitted: d.cfg.MaxUncommitted,
 		commitInterval: d.cfg.CommitInterval,
 		parts:          make(map[int32]*partState),
@@ -123,10 +127,10 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 			out = r.take(&r.queue, max)
 		}
 		resume := false
-		if r.topicPaused && len(r.queue) <= r.ahead()/2 {
+		if r.topicPaused && r.queueHalfEmpty() {
 			r.topicPaused, resume = false, true
 		}
-		room := len(out) > 0 && len(r.queue) < r.ahead()
+		room := len(out) > 0 && !r.queueFull()
 		err := r.fetchErr
 		if len(out) == 0 {
 			r.fetchErr = nil
@@ -165,6 +169,9 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 	for n < len(*q) && len(out) < max {
 		h := (*q)[n]
 		n++
+		if q == &r.queue {
+			r.queuedBytes -= recordBytes(h.rec)
+		}
 		if r.parts[h.ps.part] != h.ps {
 			continue // partition revoked meanwhile
 		}
@@ -205,7 +212,7 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 		return
 	}
 	var pause []int32
-	n := 0
+	n, largest := 0, 0
 	now := time.Now()
 	ft.EachPartition(func(fp kgo.FetchPartition) {
 		hs := make([]handle, len(fp.Records)) // one allocation per partition's records
@@ -227,8 +234,14 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 			}
 			*h = handle{ps: ps, rec: rec, queued: now}
 			r.queue = append(r.queue, h)
+			size := recordBytes(rec)
+			r.queuedBytes += size
+			largest = max(largest, size)
 		})
 	})
+	if n > 0 {
+		r.sizeGuess = max(largest, r.sizeGuess-r.sizeGuess/8)
+	}
 	r.mu.Unlock()
 	if len(pause) > 0 {
 		r.m.cl.PauseFetchPartitions(map[string][]int32{r.topic: pause})
@@ -339,7 +352,7 @@ func (r *receiver) Close(ctx context.Context) error {
 		}
 	}
 	r.parts = map[int32]*partState{}
-	r.queue, r.redeliver = nil, nil
+	r.queue, r.redeliver, r.queuedBytes = nil, nil, 0
 	r.mu.Unlock()
 	if len(paused) > 0 {
 		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: paused})
@@ -461,9 +474,15 @@ func (r *receiver) drop(parts []int32, commit bool) {
 	}
 	// Queued records of dropped partitions go to their new owner: take
 	// them out, so they do not count against the read-ahead.
-	r.queue = slices.DeleteFunc(r.queue, func(h *handle) bool { return r.parts[h.ps.part] != h.ps })
+	r.queue = slices.DeleteFunc(r.queue, func(h *handle) bool {
+		if r.parts[h.ps.part] != h.ps {
+			r.queuedBytes -= recordBytes(h.rec)
+			return true
+		}
+		return false
+	})
 	if len(r.queue) == 0 {
-		r.queue = nil
+		r.queue, r.queuedBytes = nil, 0
 	}
 	r.mu.Unlock()
 	r.m.roomMade()
@@ -488,7 +507,38 @@ func (r *receiver) forget(ps *partState) {
 	})
 }
 
-// ahead is how many records the member polls ahead for the subscription
-// before it waits: two windows, so that polling rarely waits for a
-// subscription that keeps up.
-func (r *receiver) ahead() int { return 2 * r.window }
+// maxAheadRecords bounds the records queued ahead of a subscription
+// whatever their size (a queued record costs its handle beyond the
+// record itself).
+const maxAheadRecords = 8192
+
+// queueFull reports whether the member should stop polling for this
+// subscription: its queue holds a fetch's worth of bytes (fetch_max_bytes)
+// or maxAheadRecords (at least two windows) records. Draining the client's
+// buffered fetch into the queue as soon as it arrives lets the client send
+// the next fetch (it sends one only when the last one was polled), so that
+// fetching overlaps delivery; what is read ahead stays bounded by bytes, so
+// large records do not pile up. Call with r.mu held.
+func (r *receiver) queueFull() bool {
+	return len(r.queue) > 0 && (r.queuedBytes >= r.aheadBytes || len(r.queue) >= max(2*r.window, maxAheadRecords))
+}
+
+// pollRoom is how many records a poll may bring for this subscription
+// without its queue going past aheadBytes by more than a record, by the
+// size of recent records: one before any record was seen, at most limit.
+// Call with r.mu held.
+func (r *receiver) pollRoom(limit int) int {
+	if r.sizeGuess == 0 {
+		return 1
+	}
+	return max(1, min(limit, (r.aheadBytes-r.queuedBytes)/max(1, r.sizeGuess)))
+}
+
+// queueHalfEmpty reports whether a paused topic's queue has been taken
+// down enough to fetch again. Call with r.mu held.
+func (r *receiver) queueHalfEmpty() bool {
+	return r.queuedBytes <= r.aheadBytes/2 && len(r.queue) <= max(2*r.window, maxAheadRecords)/2
+}
+
+// recordBytes is what a queued record weighs against aheadBytes.
+func recordBytes(rec *kgo.Record) int { return len(rec.Key) + len(rec.Value) }
