@@ -46,9 +46,10 @@ type receiver struct {
 	// pauseWarnEvery of it are logged at Debug (a message that keeps
 	// waiting out NackAfter pauses its partition again on every round).
 	pauseWarned time.Time
-	// arena holds the decoded fields of received messages; used by take,
-	// under mu.
-	arena driver.Arena
+	// arena holds the decoded fields of redelivered messages; used by
+	// take, under mu. pollArena holds those of polled records; used by
+	// register, on the poll loop.
+	arena, pollArena driver.Arena
 
 	commitMu sync.Mutex // orders commits of the loop, revocations and Close
 
@@ -86,6 +87,7 @@ var stuckGrace = time.Second
 type handle struct {
 	ps      *partState
 	rec     *kgo.Record
+	msg     *relay.Message // decoded when queued; nil for a redelivery, decoded when taken
 	attempt int32
 	queued  time.Time // when the poll loop queued it
 }
@@ -164,7 +166,7 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 		return nil
 	}
 	out := make([]driver.Received, 0, k)
-	msgs := make([]relay.Message, k) // one allocation for the batch's messages
+	var msgs []relay.Message // redeliveries' messages, one allocation for the batch
 	n := 0
 	for n < len(*q) && len(out) < max {
 		h := (*q)[n]
@@ -181,8 +183,15 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 		}
 		e.attempt++
 		h.attempt = e.attempt
-		m := &msgs[len(out)]
-		decodeInto(m, h.rec, &r.arena)
+		m := h.msg
+		if m == nil {
+			if msgs == nil {
+				msgs = make([]relay.Message, k)
+			}
+			m = &msgs[len(out)]
+			decodeInto(m, h.rec, &r.arena)
+		}
+		h.msg = nil // the consumer's now
 		out = append(out, driver.Received{Msg: m, Attempt: int(h.attempt), Handle: h})
 	}
 	*q = (*q)[n:]
@@ -206,6 +215,19 @@ func (r *receiver) fetchError(err error) {
 // trackers (while rebalances are still blocked) and queues them. It runs
 // on the member's poll loop.
 func (r *receiver) register(ft kgo.FetchTopic) {
+	// The records are decoded here, on the poll loop and before taking
+	// r.mu, so that Receive only hands them out: one allocation for the
+	// messages of the poll and one per partition for the handles.
+	total := 0
+	ft.EachPartition(func(fp kgo.FetchPartition) { total += len(fp.Records) })
+	msgs := make([]relay.Message, total)
+	decoded := msgs
+	ft.EachPartition(func(fp kgo.FetchPartition) {
+		fp.EachRecord(func(rec *kgo.Record) {
+			decodeInto(&decoded[0], rec, &r.pollArena)
+			decoded = decoded[1:]
+		})
+	})
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -215,10 +237,10 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	n, largest := 0, 0
 	now := time.Now()
 	ft.EachPartition(func(fp kgo.FetchPartition) {
-		hs := make([]handle, len(fp.Records)) // one allocation per partition's records
+		hs := make([]handle, len(fp.Records))
 		fp.EachRecord(func(rec *kgo.Record) {
-			h := &hs[0]
-			hs = hs[1:]
+			h, m := &hs[0], &msgs[0]
+			hs, msgs = hs[1:], msgs[1:]
 			n++
 			ps := r.parts[rec.Partition]
 			if ps == nil {
@@ -232,7 +254,7 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 				ps.paused = true
 				pause = append(pause, ps.part)
 			}
-			*h = handle{ps: ps, rec: rec, queued: now}
+			*h = handle{ps: ps, rec: rec, msg: m, queued: now}
 			r.queue = append(r.queue, h)
 			size := recordBytes(rec)
 			r.queuedBytes += size
