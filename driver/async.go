@@ -22,8 +22,12 @@ const DefaultAsyncInFlight = 64
 // goroutine, possibly before SendBatchAsync returns. It may block only on
 // the client's own buffer limits, honouring ctx. When ctx ends before the
 // broker answered, done must be called promptly with an error that says
-// the outcome is unknown, as SendBatch returns it. Without AsyncSender,
-// Publisher.PublishAsync runs SendBatch on a goroutine of its own.
+// the outcome is unknown, as SendBatch returns it. The Publisher does not
+// send again what SendBatchAsync reports failed (Retryable marks are taken
+// as they are): a pipelining client retries on its own (franz-go does,
+// within its delivery timeout and the ctx). Without AsyncSender,
+// Publisher.PublishAsync runs SendBatch on a goroutine of its own, with
+// the retries of Publish.
 type AsyncSender interface {
 	SendBatchAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error))
 }
@@ -35,7 +39,8 @@ var errNoDone = errors.New("relay: PublishAsync needs a done func to report the 
 // DefaultAsyncInFlight slots (blocking while none is free, within ctx),
 // validates msgs as Publish does, and sends them through the driver's
 // AsyncSender when it has one and the call fits one batch, otherwise on a
-// goroutine through the same path as Publish. Close waits for the calls in
+// goroutine through the same path as Publish (Retryable failures sent
+// again until ctx ends, as Publish does). Close waits for the calls in
 // flight and cancels them after its grace period like Publish calls.
 func (p *Publisher) PublishAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error)) error {
 	if done == nil {

@@ -8,9 +8,10 @@
 //
 // Broker calls and codecs only:
 //
-//   - PublishDriver: SendBatch sends one batch and returns once the broker
-//     accepted every message (or a *relay.PublishError naming those it did
-//     not). Optional: AsyncSender (a client that pipelines natively: the
+//   - PublishDriver: SendBatch makes one attempt to send one batch and
+//     returns once the broker accepted every message (or a
+//     *relay.PublishError naming those it did not), marking with Retryable
+//     the failures that may be sent again. Optional: AsyncSender (a client that pipelines natively: the
 //     batch is handed over and a done func called with the outcome, which
 //     PublishAsync uses), WholeSender (split a Publish call itself),
 //     MessageValidator and TopicValidator (limits beyond the generic size
@@ -26,7 +27,7 @@
 //     it has some or ctx is done), Settle applies a batch of acks and
 //     nacks, Release hands unsettled messages back to the group at once,
 //     Close(ctx) ends the broker side within ctx. Optional: Extender (lease
-//     extension for brokers that lease messages), Parker, ReceiveLimiter
+//     extension for brokers that lease messages), ReceiveLimiter
 //     (the most messages per Receive call and how many calls may run at
 //     once; the shared layer runs that many within the window).
 //   - An Opener registered with relay.Register for the URL scheme, which
@@ -36,7 +37,31 @@
 // lingers or retry loops of its own: a Receive call is one broker call
 // (or a poll that repeats while the broker returns nothing), a Settle
 // call splits its batch into the broker's calls and returns an error when
-// one failed, and the shared layer retries it with its one policy.
+// one failed, and the shared layer retries it with its one policy. So
+// does a SendBatch or SendAll call: one attempt, whose errors the driver
+// classifies (Retryable: may be sent again; anything else: failed for
+// good). What an attempt learns about the broker stays the driver's: it
+// may forget a cached stream or queue that turned out missing, look it
+// up again within the attempt, and record the error for its Health.
+//
+// # Retries of publish calls
+//
+// A whole-call error marked Retryable means that none of the batch was
+// accepted for sure and that all of it may be sent again; a
+// *relay.PublishError whose entries' Err are marked Retryable means that
+// those messages may be sent again. The Publisher sends exactly those
+// messages again (only them, in their order), with the backoff the
+// receive side uses (from 100ms doubling to 5s, jittered), until they are
+// accepted or the Publish ctx ends; a batch is settled that way before
+// the next of the same Publish call is sent. A message still to be sent
+// when ctx ends fails with "relay/<Backend>: <ctx error> (last error:
+// <the last marked error>)", wrapping both; unmarked failures are
+// reported at once. Publish's error keeps its shape: the plain error when
+// its only batch failed as a whole with one error, otherwise a
+// *relay.PublishError naming exactly the messages that failed. The
+// PublishAsync calls that run on the Publisher's goroutine retry the same
+// way; those handed to an AsyncSender are not sent again by the
+// Publisher (a pipelining client such as franz-go retries on its own).
 //
 // # What this package does for it
 //
@@ -46,7 +71,8 @@
 // checks (including assigning a UUIDv7 to a message without an ID), the
 // in-flight window, read-ahead, settlement batching and linger, emulated
 // NackAfter delays where the driver has no native delay, lease extension,
-// retry with backoff of failed receive and settle calls, Health, ctx and
+// retry with backoff of failed receive, settle and (Retryable) publish
+// calls, Health, ctx and
 // Close semantics with one teardown deadline (Options.CloseTimeout), and
 // the release of unsettled messages when a subscription ends. The
 // conformance suite adapters/adaptertest checks the result against the

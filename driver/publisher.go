@@ -2,7 +2,6 @@ package driver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,11 +11,27 @@ import (
 
 // PublishDriver is the broker-specific half of a Publisher.
 type PublishDriver interface {
-	// SendBatch sends msgs to topic and returns once the broker accepted
-	// every one of them (nil), or an error. Partial failure is reported as a
-	// *relay.PublishError naming the failed messages. The batch is at most
-	// Capabilities().MaxBatch long (when non-zero) and passed the limit
-	// checks. SendBatch is called concurrently.
+	// SendBatch makes one attempt to send msgs to topic and returns once
+	// the broker accepted every one of them (nil), or an error. Partial
+	// failure is reported as a *relay.PublishError naming the failed
+	// messages. The batch is at most Capabilities().MaxBatch long (when
+	// non-zero) and passed the limit checks. SendBatch is called
+	// concurrently.
+	//
+	// SendBatch does not retry: it classifies. A failure worth sending
+	// again (the connection down, the broker restarting, no answer in
+	// time, throttling) is marked with Retryable: as the whole error, when
+	// none of the batch was accepted for sure and all of it may be sent
+	// again; as the Err of an entry of the *relay.PublishError, for the
+	// messages that may be sent again (never mark one whose resending
+	// could break an order the driver declares). The Publisher sends
+	// exactly the marked messages again, in their order, with its one
+	// backoff policy, until they are accepted or ctx ends, and then
+	// reports them failed with "relay/<Backend>: <ctx error> (last error:
+	// <the last marked error>)", wrapping both. Unmarked failures are
+	// reported at once as they are. A message sent again may be stored
+	// twice when an attempt's outcome was in doubt (at-least-once), unless
+	// the broker deduplicates by ID.
 	SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error
 	Capabilities() relay.Capabilities
 	// Close releases the connection. Called once, after every SendBatch
@@ -52,6 +67,10 @@ type Publisher struct {
 	slots    chan struct{} // one per PublishAsync call in flight
 	closeErr error
 	done     chan struct{}
+	// pause waits out a backoff delay before a message is sent again,
+	// or until ctx is done; it reports whether the delay passed. A
+	// field so that tests can observe the delays.
+	pause func(ctx context.Context, d time.Duration) bool
 }
 
 // NewPublisher wraps d. Close waits up to closeGrace (default
@@ -63,7 +82,7 @@ func NewPublisher(d PublishDriver, closeGrace time.Duration) *Publisher {
 	}
 	kill, cancel := context.WithCancel(context.Background())
 	return &Publisher{d: d, caps: d.Capabilities(), grace: closeGrace, stamp: holdsUntilDue(d), kill: kill, cancel: cancel,
-		slots: make(chan struct{}, DefaultAsyncInFlight), done: make(chan struct{})}
+		slots: make(chan struct{}, DefaultAsyncInFlight), done: make(chan struct{}), pause: sleepCtx}
 }
 
 // Driver returns the wrapped driver (for adapter-specific extensions).
@@ -118,11 +137,19 @@ func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 }
 
 // send sends msgs, which passed validate, in batches of the driver's
-// MaxBatch (or whole, to a WholeSender), and combines the batches'
-// outcomes as Publish reports them.
+// MaxBatch (or whole, to a WholeSender), each sent again as the driver's
+// Retryable errors allow (see sendRetrying) before the next, and combines
+// the batches' outcomes as Publish reports them.
 func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Message) error {
 	if ws, ok := p.d.(WholeSender); ok {
-		return ws.SendAll(ctx, topic, msgs)
+		failed, whole := p.sendRetrying(ctx, topic, msgs, ws.SendAll)
+		if whole != nil {
+			return whole
+		}
+		if len(failed) > 0 {
+			return &relay.PublishError{Failed: failed}
+		}
+		return nil
 	}
 	size := p.caps.MaxBatch
 	if size <= 0 {
@@ -131,21 +158,15 @@ func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Messag
 	var failed []relay.MessageFailure
 	for start := 0; start < len(msgs); start += size {
 		end := min(start+size, len(msgs))
-		err := p.d.SendBatch(ctx, topic, msgs[start:end])
-		if err == nil {
-			continue
-		}
-		var pe *relay.PublishError
-		if errors.As(err, &pe) {
-			failed = append(failed, pe.Failed...)
+		f, whole := p.sendRetrying(ctx, topic, msgs[start:end], p.d.SendBatch)
+		if whole == nil {
+			failed = append(failed, f...)
 			continue
 		}
 		if len(failed) == 0 && start == 0 && end == len(msgs) {
-			return err // one batch, failed as a whole: keep the plain error
+			return whole // one batch, failed as a whole: keep the plain error
 		}
-		for _, m := range msgs[start:] {
-			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
-		}
+		failed = appendFailed(failed, msgs[start:], whole)
 		break
 	}
 	if len(failed) > 0 {

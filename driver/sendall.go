@@ -15,7 +15,10 @@ import (
 //
 // SendAll has SendBatch's contract for the whole slice: nil only when the
 // broker accepted every message; partial failure as a *relay.PublishError
-// naming exactly the messages that were not accepted; ctx honoured.
+// naming exactly the messages that were not accepted; ctx honoured. It
+// makes one attempt, like SendBatch, and marks what may be sent again
+// with Retryable: the Publisher calls SendAll again with exactly those
+// messages (in their order) until they are accepted or ctx ends.
 type WholeSender interface {
 	SendAll(ctx context.Context, topic string, msgs []*relay.Message) error
 }

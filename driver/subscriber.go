@@ -69,17 +69,6 @@ type ReceiveLimiter interface {
 	ReceiveLimits() (maxPerCall, concurrent int)
 }
 
-// Parker is optionally implemented by a Receiver that bounds what it
-// reads ahead by the messages it has delivered and not yet seen settled.
-// Park is called when the shared layer starts holding handle for an
-// emulated NackAfter delay, so that the receiver stops counting it: a
-// message waiting out a delay holds no window slot. The handle is settled
-// (a Nack) or released later as usual. Park runs under the subscription's
-// lock, on the goroutine that settles: it must not block.
-type Parker interface {
-	Park(handle any)
-}
-
 // Extender is optionally implemented by a Receiver whose broker leases
 // messages for a limited time (SQS visibility, Redis idle time). Extend is
 // called every Options.ExtendEvery with the handles of every message held

@@ -351,9 +351,6 @@ func (s *subscription) Settle(id uint64, st Settlement) error {
 		// parked message does not count against the window.
 		s.free++
 		signal(s.slotFreed)
-		if p, ok := s.r.(Parker); ok {
-			p.Park(h)
-		}
 		dn := &delayedNack{handle: h}
 		s.delayed[id] = dn
 		dn.timer = time.AfterFunc(delay, func() {

@@ -23,9 +23,10 @@
 // Publishing sends each message asynchronously (PublishMsgAsync) and waits
 // for every ack of the batch within the Publish ctx. The relay message ID
 // is the Nats-Msg-Id header, so JetStream's duplicate window turns a
-// retried publish into one stored message; the adapter itself retries a
-// publish whose ack did not come (timeout, no stream answering, the
-// connection reconnecting) until ctx ends.
+// retried publish into one stored message; a publish whose ack did not
+// come (timeout, no stream answering, the connection reconnecting) is
+// sent again by the shared publisher (package driver), with backoff,
+// until ctx ends.
 //
 // A silent network (packets dropped, no reset) is noticed by the client's
 // pings: one every ping_interval (default 20s), the connection declared

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 )
 
 // publishAckTimeout bounds the wait for one asynchronous publish's ack;
@@ -157,53 +156,34 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 	return driver.SizeError(m, encodedSize(m), d.caps.MaxMessageBytes)
 }
 
-// SendBatch publishes msgs asynchronously and waits for every ack. A
-// message whose publish failed for a transient reason (no ack in time, no
-// stream answering, the connection reconnecting, its reconnect buffer
-// full) is published again with
-// backoff until ctx ends; JetStream's duplicate window drops a copy that
-// was stored already, since every message carries its ID in Nats-Msg-Id.
-// A message that the server rejects is reported in a *relay.PublishError.
+// SendBatch makes one attempt: it publishes msgs asynchronously and
+// waits for every ack. A message whose publish failed for a transient
+// reason (no ack in time, no stream answering, the connection
+// reconnecting, its reconnect buffer full) is marked driver.Retryable, so
+// that the shared publisher publishes it again with backoff until ctx
+// ends; JetStream's duplicate window drops a copy that was stored already,
+// since every message carries its ID in Nats-Msg-Id. No stream answering
+// makes the next attempt create the topic's stream again. A message that
+// the server rejects is reported in a *relay.PublishError.
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
-	todo := msgs
+	if _, err := d.streams.name(ctx, topic); err != nil {
+		if ctx.Err() == nil && transient(err) {
+			return driver.Retryable(err)
+		}
+		return err
+	}
 	var failed []relay.MessageFailure
-	var bo backoff.Backoff
-	for {
-		if _, err := d.streams.name(ctx, topic); err != nil {
-			if ctx.Err() != nil || !transient(err) {
-				return failAll(failed, todo, err)
+	for i, err := range d.publishAll(ctx, topic, msgs) {
+		switch {
+		case err == nil:
+		case ctx.Err() == nil && transient(err):
+			failed = append(failed, relay.MessageFailure{ID: msgs[i].ID, Err: driver.Retryable(err)})
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, natsgo.ErrNoResponders) {
+				d.streams.forget(topic)
 			}
-			if !bo.Sleep(ctx) {
-				return failAll(failed, todo, fmt.Errorf("relay/nats: %w (last error: %v)", ctx.Err(), err))
-			}
-			continue
+		default:
+			failed = append(failed, relay.MessageFailure{ID: msgs[i].ID, Err: publishErr(ctx, err)})
 		}
-		errs := d.publishAll(ctx, topic, todo)
-		var retry []*relay.Message
-		var lastErr error
-		for i, err := range errs {
-			switch {
-			case err == nil:
-			case ctx.Err() == nil && transient(err):
-				retry = append(retry, todo[i])
-				lastErr = err
-				if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, natsgo.ErrNoResponders) {
-					d.streams.forget(topic)
-				}
-			default:
-				failed = append(failed, relay.MessageFailure{ID: todo[i].ID, Err: publishErr(ctx, err)})
-			}
-		}
-		if len(retry) == 0 {
-			break
-		}
-		if !bo.Sleep(ctx) {
-			for _, m := range retry {
-				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("relay/nats: %w (last error: %v)", ctx.Err(), lastErr)})
-			}
-			break
-		}
-		todo = retry
 	}
 	if len(failed) == 0 {
 		return nil
@@ -268,16 +248,6 @@ func publishErr(ctx context.Context, err error) error {
 		return fmt.Errorf("relay/nats: %w: %v", cerr, err)
 	}
 	return fmt.Errorf("relay/nats: publish: %w", err)
-}
-
-func failAll(failed []relay.MessageFailure, msgs []*relay.Message, err error) error {
-	if len(failed) == 0 {
-		return err
-	}
-	for _, m := range msgs {
-		failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
-	}
-	return &relay.PublishError{Failed: failed}
 }
 
 func allSame(f []relay.MessageFailure) bool {

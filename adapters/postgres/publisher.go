@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 )
 
 func capabilities(maxBytes int) relay.Capabilities {
@@ -83,32 +82,27 @@ func (d *pubDriver) ValidateTopic(topic string) error { return checkTopic(topic)
 // neither NUL bytes nor invalid UTF-8.
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return checkText(m) }
 
-// SendBatch inserts msgs in one transaction (one pipelined round trip:
-// one insert per message and a NOTIFY), so the batch is accepted or
-// rejected as a whole. A connection problem is retried with backoff until
-// ctx is done; a batch whose commit was in doubt may then be stored twice
-// (at-least-once).
+// SendBatch makes one attempt: it inserts msgs in one transaction (one
+// pipelined round trip: one insert per message and a NOTIFY), so the
+// batch is accepted or rejected as a whole. A connection problem is
+// marked driver.Retryable, so that the shared publisher sends the batch
+// again with backoff until ctx is done; a batch whose commit was in doubt
+// may then be stored twice (at-least-once).
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
-	var bo backoff.Backoff
-	for {
-		// A fresh batch per attempt: pgx stores the statement descriptions
-		// of one connection in the queued queries.
-		err := d.pool.SendBatch(ctx, d.q.batch(topic, msgs)).Close()
-		if err == nil {
-			d.unhealthy.Store(nil)
-			return nil
-		}
-		if !transient(err) || ctx.Err() != nil {
-			if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-				return fmt.Errorf("relay/postgres: publishing to %q: %w: %v", topic, ctx.Err(), err)
-			}
-			return fmt.Errorf("relay/postgres: publishing to %q: %w", topic, err)
-		}
+	// A fresh batch per attempt: pgx stores the statement descriptions of
+	// one connection in the queued queries.
+	err := d.pool.SendBatch(ctx, d.q.batch(topic, msgs)).Close()
+	switch {
+	case err == nil:
+		d.unhealthy.Store(nil)
+		return nil
+	case transient(err) && ctx.Err() == nil:
 		d.unhealthy.Store(&err)
-		if !bo.Sleep(ctx) {
-			return fmt.Errorf("relay/postgres: publishing to %q: %w (last error: %v)", topic, ctx.Err(), err)
-		}
+		return driver.Retryable(err)
+	case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+		return fmt.Errorf("relay/postgres: publishing to %q: %w: %v", topic, ctx.Err(), err)
 	}
+	return fmt.Errorf("relay/postgres: publishing to %q: %w", topic, err)
 }
 
 // batch queues the insert of every message and one NOTIFY.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 )
 
 // maxBatch is how many XADDs one pipeline carries.
@@ -102,12 +101,14 @@ func (d *pubDriver) xaddArgs(key string, m *relay.Message, minID string) *redis.
 	return a
 }
 
-// SendBatch pipelines one XADD per message in one round trip; a message
-// with a DeliverAt in the future is ZADDed to the stream's delayed set
-// instead, in the same pipeline (see DelayedSuffix). Messages
-// that fail with a connection problem (Redis restarting, network down) are
-// sent again with backoff until ctx is done; a message that Redis rejects
-// is reported in a *relay.PublishError.
+// SendBatch makes one attempt: it pipelines one XADD per message in one
+// round trip; a message with a DeliverAt in the future is ZADDed to the
+// stream's delayed set instead, in the same pipeline (see DelayedSuffix).
+// A message that failed with a connection problem (Redis restarting,
+// network down) is marked driver.Retryable, so that the shared publisher
+// sends it again with backoff until ctx is done; a message that Redis
+// rejects is reported in a *relay.PublishError. When every message failed
+// with one error, that error is returned for the whole batch.
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
 	key := d.cfg.Prefix + topic
 	var minID string
@@ -121,49 +122,33 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			break
 		}
 	}
-	todo := msgs
+	cmds := make([]redis.Cmder, len(msgs))
+	_, _ = d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, m := range msgs {
+			if _, delayed := driver.Delay(m, now); delayed {
+				cmds[i] = p.ZAdd(ctx, key+DelayedSuffix, redis.Z{Score: dueScore(m.DeliverAt), Member: d.delayedMember(m)})
+				continue
+			}
+			cmds[i] = p.XAdd(ctx, d.xaddArgs(key, m, minID))
+		}
+		return nil
+	})
 	var failed []relay.MessageFailure
-	var bo backoff.Backoff
-	for {
-		cmds := make([]redis.Cmder, len(todo))
-		_, _ = d.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, m := range todo {
-				if _, delayed := driver.Delay(m, now); delayed {
-					cmds[i] = p.ZAdd(ctx, key+DelayedSuffix, redis.Z{Score: dueScore(m.DeliverAt), Member: d.delayedMember(m)})
-					continue
-				}
-				cmds[i] = p.XAdd(ctx, d.xaddArgs(key, m, minID))
-			}
-			return nil
-		})
-		var retry []*relay.Message
-		var lastErr error
-		accepted := 0
-		for i, c := range cmds {
-			err := c.Err()
-			switch {
-			case err == nil:
-				accepted++
-			case transient(err) && ctx.Err() == nil:
-				retry = append(retry, todo[i])
-				lastErr = err
-			default:
-				failed = append(failed, relay.MessageFailure{ID: todo[i].ID, Err: publishErr(ctx, err)})
-			}
+	var lastErr error
+	for i, c := range cmds {
+		switch err := c.Err(); {
+		case err == nil:
+		case transient(err) && ctx.Err() == nil:
+			lastErr = err
+			failed = append(failed, relay.MessageFailure{ID: msgs[i].ID, Err: driver.Retryable(err)})
+		default:
+			failed = append(failed, relay.MessageFailure{ID: msgs[i].ID, Err: publishErr(ctx, err)})
 		}
-		if lastErr != nil {
-			d.unhealthy.Store(&lastErr)
-		} else if accepted > 0 {
-			d.unhealthy.Store(nil)
-		}
-		if len(retry) > 0 && bo.Sleep(ctx) {
-			todo = retry
-			continue
-		}
-		for _, m := range retry {
-			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: fmt.Errorf("relay/redis: %w (last error: %v)", ctx.Err(), lastErr)})
-		}
-		break
+	}
+	if lastErr != nil {
+		d.unhealthy.Store(&lastErr)
+	} else if len(failed) < len(msgs) {
+		d.unhealthy.Store(nil)
 	}
 	if len(failed) == 0 {
 		return nil

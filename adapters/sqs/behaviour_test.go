@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -547,6 +548,79 @@ func TestFIFOFailureStopsItsGroupOnly(t *testing.T) {
 	}
 	if extra := relaytest.Quiet(ch, 500*time.Millisecond); extra != nil {
 		t.Errorf("a message of the failed group arrived: %s", extra.Payload)
+	}
+}
+
+// lostFirstBatch fails in transit (no answer: a transient failure) the
+// first SendMessageBatch call that carries the message ID marker.
+type lostFirstBatch struct {
+	next   http.RoundTripper
+	marker string
+	done   atomic.Bool
+}
+
+func (f *lostFirstBatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.Header.Get("X-Amz-Target"), ".SendMessageBatch") && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(f.marker)) && f.done.CompareAndSwap(false, true) {
+			return nil, errors.New("injected: connection reset")
+		}
+	}
+	return f.next.RoundTrip(req)
+}
+
+// When a FIFO batch fails in transit, it is sent again, and so are the
+// later messages of its groups that waited for it (after it): every
+// message is published and each group arrives in order.
+func TestFIFOTransientFailureSentAgainInOrder(t *testing.T) {
+	topic := name("fifolost") + ".fifo"
+	msgs := make([]*relay.Message, 30)
+	want := map[string][]string{}
+	for i := range msgs {
+		key := "A"
+		if i >= 10 && i < 20 || i >= 20 && i%2 == 1 {
+			key = "B"
+		}
+		msgs[i] = &relay.Message{ID: relay.NewID(), Key: key, Payload: []byte(fmt.Sprint(i))}
+		want[key] = append(want[key], msgs[i].ID)
+	}
+	cfg := benchConfig(t)
+	cfg.MaxAttempts = 1
+	inject := &lostFirstBatch{marker: msgs[0].ID}
+	pub, err := relaysqs.NewSQSPublisher(context.Background(), cfg, relaysqs.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper {
+		inject.next = rt
+		return inject
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub := openSub(t, baseURL(t, "sqs"))
+	provision(t, sub, topic)
+	if err := pub.Publish(context.Background(), topic, msgs...); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if !inject.done.Load() {
+		t.Fatal("no batch call was failed")
+	}
+	ch := subscribe(t, sub, topic)
+	got := map[string][]string{}
+	for range msgs {
+		m := relaytest.Next(t, ch, "message")
+		got[m.Key] = append(got[m.Key], m.ID)
+		_ = m.Ack()
+	}
+	for key, ids := range want {
+		if !slices.Equal(got[key], ids) {
+			t.Errorf("group %s arrived as %v, want %v", key, got[key], ids)
+		}
+	}
+	if extra := relaytest.Quiet(ch, 500*time.Millisecond); extra != nil {
+		t.Errorf("a message arrived twice: %s", extra.Payload)
 	}
 }
 

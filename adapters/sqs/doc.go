@@ -52,7 +52,9 @@
 // of them at once; on a FIFO topic calls holding the same message group
 // are sent one after the other. An entry SQS or SNS refuses is reported
 // in a *relay.PublishError naming the message (with an *EntryError);
-// entries failed by a service fault are retried twice. Where a service
+// entries failed by a service fault (never on FIFO) and calls that failed
+// in transit are sent again by the shared publisher (package driver), with
+// backoff, until the Publish ctx ends. Where a service
 // (an emulator) lacks a batch call, single calls are used instead.
 //
 // # Consuming

@@ -299,3 +299,70 @@ func TestPublishSingleCallFailures(t *testing.T) {
 		})
 	}
 }
+
+// serviceFaultEntryResponse is a successful batch call of scheme that
+// lists the entry with Id id as failed by a service fault (InternalError,
+// not the sender's) and no successes.
+func serviceFaultEntryResponse(scheme, id string) *http.Response {
+	if scheme == relaysqs.SchemeSNS {
+		return &http.Response{StatusCode: http.StatusOK, Status: "200 OK",
+			Header: http.Header{"Content-Type": {"text/xml"}},
+			Body: io.NopCloser(strings.NewReader(`<PublishBatchResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><PublishBatchResult><Successful/><Failed><member><Id>` +
+				id + `</Id><Code>InternalError</Code><Message>injected</Message><SenderFault>false</SenderFault></member></Failed></PublishBatchResult>` +
+				`<ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></PublishBatchResponse>`))}
+	}
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK",
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body:   io.NopCloser(strings.NewReader(`{"Failed":[{"Id":"` + id + `","Code":"InternalError","Message":"injected","SenderFault":false}]}`))}
+}
+
+// An entry failed by a service fault is sent again, alone, until it is
+// accepted (here after three failures), and published once; on FIFO it
+// is not sent again (that would reorder its group) and fails with its
+// EntryError.
+func TestPublishServiceFaultEntrySentAgain(t *testing.T) {
+	for _, scheme := range []string{relaysqs.SchemeSQS, relaysqs.SchemeSNS} {
+		for _, fifo := range []bool{false, true} {
+			t.Run(fmt.Sprint(scheme, "/fifo=", fifo), func(t *testing.T) {
+				topic, key := name("fault"), ""
+				if fifo {
+					topic, key = topic+".fifo", "k"
+				}
+				ic := &interceptor{answer: func(action string, _ []byte, n int) (*http.Response, error) {
+					switch {
+					case action == batchAction(scheme) && n == 1:
+						return serviceFaultEntryResponse(scheme, "1"), nil // m-1
+					case action == batchAction(scheme) && n <= 3:
+						return serviceFaultEntryResponse(scheme, "0"), nil // m-1, sent alone
+					}
+					return nil, nil
+				}}
+				pub := interceptedPub(t, scheme, fifo, ic)
+				msgs := payloadMsgs("m", key, 3)
+				err := pub.Publish(context.Background(), topic, msgs...)
+				calls := ic.calls(batchAction(scheme))
+				if fifo {
+					var ee *relaysqs.EntryError
+					if failure := onlyFailed(t, err, msgs[1]); !errors.As(failure, &ee) || ee.Code != "InternalError" {
+						t.Errorf("failure %v, want the EntryError InternalError", failure)
+					}
+					if len(calls) != 1 {
+						t.Errorf("%d batch calls, want 1: a FIFO entry is not sent again", len(calls))
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Publish: %v", err)
+				}
+				if len(calls) != 4 {
+					t.Fatalf("%d batch calls, want 4", len(calls))
+				}
+				for i, body := range calls[1:] {
+					if !strings.Contains(body, "m-1") || strings.Contains(body, "m-0") || strings.Contains(body, "m-2") {
+						t.Errorf("batch call %d carries %q, want m-1 alone", i+2, body)
+					}
+				}
+			})
+		}
+	}
+}

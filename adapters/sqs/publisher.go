@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 )
 
 // pubDriver is the broker half of an sqs:// or sns:// publisher.
@@ -150,12 +149,12 @@ func (d *pubDriver) SendAll(ctx context.Context, topic string, msgs []*relay.Mes
 			defer close(c.done)
 			// FIFO: wait for the earlier batches of the same groups; a
 			// group with a failed message sends nothing more.
-			blocked := map[string]bool{}
+			blocked := map[string]error{} // Key -> an earlier failure, permanent ones first
 			for _, dep := range c.after {
 				<-dep.done
 				for _, it := range dep.items {
-					if it.err != nil {
-						blocked[it.m.Key] = true
+					if prev, ok := blocked[it.m.Key]; it.err != nil && (!ok || driver.IsRetryable(prev)) {
+						blocked[it.m.Key] = it.err
 					}
 				}
 			}
@@ -163,8 +162,12 @@ func (d *pubDriver) SendAll(ctx context.Context, topic string, msgs []*relay.Mes
 			if len(blocked) > 0 {
 				send = nil
 				for _, it := range c.items {
-					if blocked[it.m.Key] {
+					if cause, ok := blocked[it.m.Key]; ok {
 						it.err = fmt.Errorf("relay/sqs: not sent: an earlier message with Key %q failed, and sending this one would break the order of its MessageGroupId", it.m.Key)
+						if driver.IsRetryable(cause) {
+							// Sent again with the earlier one, after it.
+							it.err = driver.Retryable(it.err)
+						}
 					} else {
 						send = append(send, it)
 					}
@@ -239,58 +242,45 @@ func pack(items []*outgoing, maxBytes int, fifo bool) []*chunk {
 	return chunks
 }
 
-// sendChunk sends one chunk's items, setting err on the items that
-// failed. A call that fails in transit (network, throttling, a service
-// fault) is sent again with backoff until ctx ends: publishing waits for
-// the service instead of failing at once. Entries that failed through no
-// fault of the request are sent again (twice at most; never on FIFO,
-// where that would reorder); a missing queue or topic is looked up (or
-// created) again once.
+// sendChunk makes one attempt at one chunk's items, setting err on the
+// items that failed. A call that failed in transit (network, throttling,
+// a service fault) fails its items with a driver.Retryable error, so that
+// the shared publisher sends them again with backoff until ctx ends:
+// publishing waits for the service instead of failing at once. Entries
+// that failed through no fault of the request are marked Retryable too,
+// except on FIFO, where resending some entries of a batch would reorder
+// their group. A missing queue or topic is looked up (or created) again
+// once within the attempt.
 func (d *pubDriver) sendChunk(ctx context.Context, topic string, items []*outgoing) {
-	todo := items
-	var entryBackoff, callBackoff backoff.Backoff
-	recreated := false
-	for entryTries := 0; ; {
-		err := d.sendOnce(ctx, topic, todo)
-		d.noteCall(err)
-		if err != nil {
-			missing := isQueueMissing(err) || isTopicMissing(err)
-			if missing && !recreated && ctx.Err() == nil {
-				recreated = true
-				d.api.forget(topic)
-				continue
-			}
-			if isTransient(err) && ctx.Err() == nil {
-				d.log.Debug("relay/sqs: send failed; retrying", "topic", topic, "err", err, "attempt", callBackoff.Attempts()+1)
-				if callBackoff.Sleep(ctx) {
-					continue
-				}
-				err = fmt.Errorf("%w; gave up: %w", err, ctx.Err())
-			}
-			for _, it := range todo {
-				it.err = fmt.Errorf("relay/sqs: sending to %s %q: %w", d.noun(), topic, err)
-			}
-			return
-		}
-		callBackoff.Reset()
-		if isFIFO(topic) {
-			return // resending some entries of a FIFO batch would reorder their group
-		}
-		var retry []*outgoing
-		for _, it := range todo {
-			var ee *EntryError
-			if errors.As(it.err, &ee) && !isPermanentCode(ee.Code, ee.SenderFault) {
-				retry = append(retry, it)
-			}
-		}
-		entryTries++
-		if len(retry) == 0 || entryTries > 2 || !entryBackoff.Sleep(ctx) {
-			return
-		}
-		for _, it := range retry {
+	err := d.sendOnce(ctx, topic, items)
+	d.noteCall(err)
+	if err != nil && (isQueueMissing(err) || isTopicMissing(err)) && ctx.Err() == nil {
+		d.api.forget(topic)
+		for _, it := range items {
 			it.err = nil
 		}
-		todo = retry
+		err = d.sendOnce(ctx, topic, items)
+		d.noteCall(err)
+	}
+	if err != nil {
+		err = fmt.Errorf("relay/sqs: sending to %s %q: %w", d.noun(), topic, err)
+		if isTransient(err) && ctx.Err() == nil {
+			d.log.Debug("relay/sqs: send failed; the publisher sends it again", "topic", topic, "err", err)
+			err = driver.Retryable(err)
+		}
+		for _, it := range items {
+			it.err = err
+		}
+		return
+	}
+	if isFIFO(topic) {
+		return // resending some entries of a FIFO batch would reorder their group
+	}
+	for _, it := range items {
+		var ee *EntryError
+		if errors.As(it.err, &ee) && !isPermanentCode(ee.Code, ee.SenderFault) {
+			it.err = driver.Retryable(it.err)
+		}
 	}
 }
 

@@ -2,7 +2,11 @@ package redislist
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
@@ -55,8 +59,12 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return capabilities() }
 // ValidateTopic implements driver.TopicValidator.
 func (d *pubDriver) ValidateTopic(topic string) error { return validateTopic(topic) }
 
-// SendBatch implements driver.PublishDriver: one script call appends the
-// whole batch to every group's list atomically.
+// SendBatch implements driver.PublishDriver: one script call (one
+// attempt) appends the whole batch to every group's list atomically. A
+// connection problem is marked driver.Retryable, so that the shared
+// publisher sends the batch again with backoff until ctx ends; a script
+// that ran before the connection broke may then append the batch twice
+// (at-least-once).
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
 	k := keys{d.prefix, topic}
 	args := make([]any, 0, 1+len(msgs))
@@ -65,9 +73,21 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 		args = append(args, encode(m))
 	}
 	if err := publishScript.Run(ctx, d.rc, []string{k.groups()}, args...).Err(); err != nil {
-		return fmt.Errorf("relay/redislist: publishing %d messages to %q: %w", len(msgs), topic, err)
+		err = fmt.Errorf("relay/redislist: publishing %d messages to %q: %w", len(msgs), topic, err)
+		if ctx.Err() == nil && connectionLost(err) {
+			return driver.Retryable(err)
+		}
+		return err
 	}
 	return nil
+}
+
+// connectionLost reports whether err is a connection problem (refused,
+// reset, dropped) rather than an answer of the server.
+func connectionLost(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // Close implements driver.PublishDriver.
