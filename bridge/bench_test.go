@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,11 +19,32 @@ import (
 	"github.com/go-relay/relay/internal/testenv"
 )
 
-// benchMessages is how many messages each measurement moves.
-const (
-	benchMessages = 20000
-	benchPayload  = 512
-)
+// benchPayload is the payload size of the benchmarks' messages.
+const benchPayload = 512
+
+// benchMessages is how many messages each measurement moves: set per pair
+// by BenchmarkRoute (routeMessages), 20,000 for the other benchmarks.
+var benchMessages = 20000
+
+// routeMessages is how many messages BenchmarkRoute moves per measurement
+// of a pair: 200,000, so that a measurement lasts long enough at these
+// brokers' rates for start-up (group joins, the first fetches, the
+// pipeline filling) not to weigh on it; 20,000 where an end is SQS on an
+// HTTP emulator, which moves a few thousand a second.
+// RELAY_BENCH_ROUTE_MESSAGES overrides both.
+func routeMessages(b *testing.B, from, to benchBackend) int {
+	if s := os.Getenv("RELAY_BENCH_ROUTE_MESSAGES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 {
+			b.Fatalf("RELAY_BENCH_ROUTE_MESSAGES=%q: want a count of at least 100", s)
+		}
+		return n
+	}
+	if from.name == "sqs" || to.name == "sqs" {
+		return 20000
+	}
+	return 200000
+}
 
 type benchBackend struct {
 	name   string
@@ -94,7 +116,8 @@ func kafkaBackend(b *testing.B) benchBackend {
 // the raw ones. For an SQS end it also reports the HTTP calls per message
 // of the forward run (src-, dst-http-calls/msg, counted by a reverse
 // proxy in front of the service, one per end) and of the raw loops
-// (raw-consume-, raw-publish-calls/msg). Run it with:
+// (raw-consume-, raw-publish-calls/msg). Each measurement moves
+// routeMessages messages. Run it with:
 //
 //	go test -run '^$' -bench BenchmarkRoute -benchtime 1x -timeout 60m ./bridge
 func BenchmarkRoute(b *testing.B) {
@@ -105,6 +128,8 @@ func BenchmarkRoute(b *testing.B) {
 				continue
 			}
 			b.Run(from.name+"-to-"+to.name, func(b *testing.B) {
+				defer func(n int) { benchMessages = n }(benchMessages)
+				benchMessages = routeMessages(b, from, to)
 				var rawConsume, rawPublish, consume, bulk, single, fwd float64
 				var rawConsumeCalls, rawPublishCalls, srcCalls, dstCalls int64
 				for round := range b.N {
@@ -142,7 +167,7 @@ func BenchmarkRoute(b *testing.B) {
 				b.ReportMetric(fwd/min(consume, single), "ratio-single")
 				b.ReportMetric(consume/rawConsume, "consume/raw")
 				b.ReportMetric(bulk/rawPublish, "publish/raw")
-				msgs := n * benchMessages
+				msgs := n * float64(benchMessages)
 				if from.name == "sqs" {
 					b.ReportMetric(float64(srcCalls)/msgs, "src-http-calls/msg")
 					b.ReportMetric(float64(rawConsumeCalls)/msgs, "raw-consume-calls/msg")
@@ -226,7 +251,7 @@ func measureConsume(b *testing.B, be benchBackend) float64 {
 			b.Fatalf("consumed %d of %d", n, benchMessages)
 		}
 	}
-	return (benchMessages - 1) / time.Since(start).Seconds()
+	return float64(benchMessages-1) / time.Since(start).Seconds()
 }
 
 // measurePublish returns the rate of publishing with batch messages per
@@ -326,7 +351,7 @@ func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, 
 		if n > 0 && start.IsZero() {
 			start, first = time.Now(), n
 		}
-		if n >= benchMessages {
+		if n >= float64(benchMessages) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -334,7 +359,7 @@ func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, 
 		}
 		time.Sleep(time.Millisecond)
 	}
-	rate := (benchMessages - first) / time.Since(start).Seconds()
+	rate := (float64(benchMessages) - first) / time.Since(start).Seconds()
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

@@ -99,10 +99,10 @@ func runParallel(b *testing.B, batch, workers int, send func(n int) error) float
 			defer wg.Done()
 			for {
 				lo := next.Add(int64(batch)) - int64(batch)
-				if lo >= benchMessages {
+				if lo >= int64(benchMessages) {
 					return
 				}
-				if err := send(int(min(int64(batch), benchMessages-lo))); err != nil {
+				if err := send(int(min(int64(batch), int64(benchMessages)-lo))); err != nil {
 					b.Error(err)
 					return
 				}
@@ -110,7 +110,7 @@ func runParallel(b *testing.B, batch, workers int, send func(n int) error) float
 		}()
 	}
 	wg.Wait()
-	return benchMessages / time.Since(start).Seconds()
+	return float64(benchMessages) / time.Since(start).Seconds()
 }
 
 // drainRate is the rate of a drain whose clock started when the first
@@ -492,7 +492,7 @@ func (r *rawSQS) consume(b *testing.B, topic, _ string, _ int) rawResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for got.Load() < benchMessages {
+			for got.Load() < int64(benchMessages) {
 				out, err := q.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(qurl), MaxNumberOfMessages: 10,
 					WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
 				if err != nil {
@@ -519,14 +519,14 @@ func (r *rawSQS) consume(b *testing.B, topic, _ string, _ int) rawResult {
 					b.Error(err)
 					return
 				}
-				if got.Add(int64(len(out.Messages))) >= benchMessages {
+				if got.Add(int64(len(out.Messages))) >= int64(benchMessages) {
 					stop()
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if n := got.Load(); n < benchMessages {
+	if n := got.Load(); n < int64(benchMessages) {
 		b.Fatalf("consumed %d of %d", n, benchMessages)
 	}
 	end := time.Now()
@@ -725,10 +725,10 @@ func measureForwardCounted(b *testing.B, from, to benchBackend) forwardCalls {
 	fc.rate = runForward(b, from, to, relay.AtLeastOnce, srcURL, dstURL)
 	// A call moves at most ten messages: fewer calls than that through a
 	// proxy mean the bridge's calls went around it.
-	if fc.src != nil && fc.src.get("ReceiveMessage") < benchMessages/10 {
+	if fc.src != nil && fc.src.get("ReceiveMessage") < int64(benchMessages/10) {
 		b.Fatalf("the source's proxy saw %v for %d messages forwarded", fc.src, benchMessages)
 	}
-	if fc.dst != nil && fc.dst.get("SendMessageBatch")+fc.dst.get("SendMessage") < benchMessages/10 {
+	if fc.dst != nil && fc.dst.get("SendMessageBatch")+fc.dst.get("SendMessage") < int64(benchMessages/10) {
 		b.Fatalf("the destination's proxy saw %v for %d messages forwarded", fc.dst, benchMessages)
 	}
 	return fc
