@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -63,7 +62,7 @@ func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
 	if d := r.cfg.Dedup; d != nil {
 		mw, err := middleware.Dedup(middleware.DedupConfig{
 			Store:  r.dedupStore,
-			Lease:  max(time.Minute, r.cfg.PublishTimeout+10*time.Second),
+			Lease:  r.dedupLease(),
 			TTL:    d.TTL,
 			Logger: r.log,
 		})
