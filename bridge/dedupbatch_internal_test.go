@@ -90,14 +90,17 @@ func newRec(fail func(string, int) bool) *recPublisher {
 }
 
 // Copies of one ID inside a batch are published once, in the batch's one
-// call, and so is nothing the store already marks done; every copy not
-// published counts as a duplicate, and each published ID is marked done.
+// call (after one store lookup per ID), and so is nothing the store
+// already marks done; every copy not published counts as a duplicate, and
+// each published ID is marked done.
 func TestBatchDedupWithinBatch(t *testing.T) {
-	store := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
+	mem := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
+	reserves := 0
+	store := hookStore{mem, func(string, middleware.DedupState) { reserves++ }}
 	pub := newRec(nil)
 	r, f, ctx := dedupForwarder(t, Route{Batch: 10}, store, pub)
 	a, b, c, done := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c")), relay.NewMessage([]byte("d"))
-	if err := store.Commit(ctx, "r/"+done.ID, "", time.Hour); err != nil {
+	if err := mem.Commit(ctx, "r/"+done.ID, "", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	batch := []*relay.Message{a, a.Copy(), b, c, done, c.Copy(), c.Copy(), done.Copy()}
@@ -113,8 +116,11 @@ func TestBatchDedupWithinBatch(t *testing.T) {
 	if got := count(r.m.forwarded); got != 3 {
 		t.Errorf("forwarded = %d, want 3", got)
 	}
+	if reserves != 4 { // one per ID: the twins are not looked up
+		t.Errorf("%d store lookups for 4 IDs, want 4", reserves)
+	}
 	for _, m := range []*relay.Message{a, b, c} {
-		if st, _ := store.Reserve(ctx, "r/"+m.ID, "t", time.Minute); st != middleware.Done {
+		if st, _ := mem.Reserve(ctx, "r/"+m.ID, "t", time.Minute); st != middleware.Done {
 			t.Errorf("%s: %v after the batch, want done", m.Payload, st)
 		}
 	}
@@ -234,5 +240,29 @@ func TestBatchDedupInProgressGoesAlone(t *testing.T) {
 	}
 	if busy != 2 || count(r.m.retries) != 1 {
 		t.Errorf("in progress %d times, %d retries; want 2 and 1", busy, count(r.m.retries))
+	}
+}
+
+// On an at-most-once dedup route a copy that fails in its batch is lost
+// (tried once) and not marked, its twin is not counted as a duplicate,
+// and the confirmed copies are marked.
+func TestBatchDedupAtMostOnce(t *testing.T) {
+	store := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
+	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b"))
+	pub := newRec(func(id string, _ int) bool { return id == b.ID })
+	r, f, ctx := dedupForwarder(t, Route{Batch: 10, Guarantee: relay.AtMostOnce}, store, pub)
+	if err := f.handleBatch(ctx, []*relay.Message{a, b, b.Copy(), a.Copy()}); err == nil {
+		t.Fatal("handleBatch = nil, want the failed copy's error")
+	}
+	if pub.tries[b.ID] != 1 || pub.sent[a.ID] != 1 {
+		t.Errorf("b tried %d times, a confirmed %d; want 1, 1", pub.tries[b.ID], pub.sent[a.ID])
+	}
+	if d, fl := count(r.m.duplicates), count(r.m.failed); d != 1 || fl != 1 {
+		t.Errorf("duplicates %d, failed %d; want 1, 1", d, fl)
+	}
+	for m, want := range map[*relay.Message]middleware.DedupState{a: middleware.Done, b: middleware.Reserved} {
+		if st, _ := store.Reserve(ctx, "r/"+m.ID, "t", time.Minute); st != want {
+			t.Errorf("%s: %v after the batch, want %v", m.Payload, st, want)
+		}
 	}
 }
