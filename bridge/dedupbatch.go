@@ -53,14 +53,19 @@ type batchDedup struct {
 	held map[string]string
 	// twins counts the messages not published because an earlier message
 	// of the batch has their ID.
-	twins map[string]int
+	twins    map[string]int
+	twinMsgs []*relay.Message
 }
 
 // reserve sorts msgs (not looped, in delivery order) for a dedup route:
 // those to publish in the batch (their keys reserved), and those to
 // forward alone through the per-message chain. Duplicates are counted
 // and dropped; twins are recorded.
-func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message) (d *batchDedup, send, alone []*relay.Message) {
+//
+// With traced, a duplicate is forwarded alone too, so that the chain's
+// Dedup records it on the message's process span (one more store call,
+// for duplicates only).
+func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message, traced bool) (d *batchDedup, send, alone []*relay.Message) {
 	r := f.r
 	d = &batchDedup{r: r, token: newToken(), held: map[string]string{}}
 	send = make([]*relay.Message, 0, len(msgs))
@@ -76,12 +81,15 @@ func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message) (d *batc
 				d.twins = map[string]int{}
 			}
 			d.twins[m.ID]++
+			d.twinMsgs = append(d.twinMsgs, m)
 			continue
 		}
 		seen[m.ID] = true
 		state, err := r.dedupStore.Reserve(ctx, key, d.token, r.dedupLease())
 		switch {
 		case err != nil, state == middleware.InProgress:
+			alone = append(alone, m)
+		case state == middleware.Done && traced:
 			alone = append(alone, m)
 		case state == middleware.Done:
 			routeObserver{r}.Deduplicated(ctx, m, key)
@@ -152,10 +160,14 @@ func (d *batchDedup) releaseRest(ctx context.Context) {
 }
 
 // countTwins counts the twins of every ID that is not in failed (the
-// router acks them with their first message) as duplicates.
-func (d *batchDedup) countTwins(failed map[string]error) {
+// router acks them with their first message) as duplicates, and ends
+// their spans with their first message's outcome.
+func (d *batchDedup) countTwins(failed map[string]error, spans *batchSpans) {
 	if d == nil {
 		return
+	}
+	for _, m := range d.twinMsgs {
+		spans.end(m, failed[m.ID])
 	}
 	for id, n := range d.twins {
 		if _, ok := failed[id]; ok {

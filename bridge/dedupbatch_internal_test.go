@@ -81,7 +81,7 @@ func dedupForwarder(t *testing.T, rc Route, store middleware.Store, pub relay.Pu
 	}
 	f := &forwarder{r: r, pub: pub}
 	f.send = f.publishOne
-	f.single = router.Chain(mws...)(f.handle)
+	f.single = router.Chain(mws[len(r.tel.middleware()):]...)(f.handle)
 	return r, f, router.WithHandlerInfo(context.Background(), "r", "in")
 }
 

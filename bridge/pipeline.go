@@ -28,12 +28,11 @@ import (
 // dedupbatch.go).
 
 // pipelined reports whether the route forwards in batches: at-least-once
-// and at-most-once routes with a batch size above 1 (with or without
-// Dedup, see dedupbatch.go), without OpenTelemetry instrumentation (its
-// spans are per message). The others forward one message per handler
-// call through the batcher.
+// and at-most-once routes with a batch size above 1, with or without
+// Dedup (see dedupbatch.go) and OpenTelemetry (pipeline_tel.go). The
+// others forward one message per handler call through the batcher.
 func (r *route) pipelined() bool {
-	return r.cfg.Guarantee != relay.ExactlyOnce && r.cfg.Batch > 1 && !r.tel.enabled()
+	return r.cfg.Guarantee != relay.ExactlyOnce && r.cfg.Batch > 1
 }
 
 // lanes is how many batches a pipelined route publishes at once: enough
@@ -42,9 +41,12 @@ func (r *route) lanes() int {
 	return max(1, (r.cfg.Concurrency+r.cfg.Batch-1)/r.cfg.Batch)
 }
 
-// addPipelined binds the pipelined forwarder to the source.
-func (r *route) addPipelined(rt *router.Router, sub relay.Subscriber, f *forwarder, chain router.Handler) error {
-	f.single = chain
+// addPipelined binds the pipelined forwarder to the source. mws is the
+// route's chain (chain.go); the forwarder records the telemetry of a batch's
+// messages itself, so the per-message chain it forwards failed copies
+// through runs without the telemetry middleware, under their spans.
+func (r *route) addPipelined(rt *router.Router, sub relay.Subscriber, f *forwarder, mws []router.Middleware) error {
+	f.single = router.Chain(mws[len(r.tel.middleware()):]...)(f.handle)
 	return rt.AddBatchHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handleBatch,
 		router.WithBatchSize(r.cfg.Batch),
 		router.WithBatchWait(0),
@@ -56,6 +58,8 @@ func (r *route) addPipelined(rt *router.Router, sub relay.Subscriber, f *forward
 // not name in the returned *router.BatchError.
 func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) error {
 	r := f.r
+	spans := r.tel.startBatch(ctx, msgs)
+	defer spans.endRest()
 	srcs := make([]*relay.Message, 0, len(msgs))
 	for _, m := range msgs {
 		if looped(m.Metadata, r.srcHop, r.dstHop) {
@@ -68,22 +72,22 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 	var dd *batchDedup
 	var alone []*relay.Message // forwarded through the per-message chain (dedupbatch.go)
 	if r.dedupStore != nil {
-		dd, srcs, alone = f.reserve(ctx, srcs)
+		dd, srcs, alone = f.reserve(ctx, srcs, spans != nil)
 		defer dd.releaseRest(ctx)
 	}
 	var err error
 	var failed []int
 	if len(srcs) > 0 {
-		err = f.publishBatch(ctx, srcs)
+		err = f.publishBatch(ctx, srcs, spans)
 		failed = failedCopies(srcs, err)
 		dd.commit(ctx, srcs, failed)
 	}
 	if len(failed) == 0 && len(alone) == 0 {
-		dd.countTwins(nil)
+		dd.countTwins(nil, spans)
 		return nil
 	}
 	if r.cfg.Guarantee == relay.AtMostOnce {
-		return f.atMostOnceFailed(ctx, srcs, failed, err, alone, dd)
+		return f.atMostOnceFailed(ctx, srcs, failed, err, alone, dd, spans)
 	}
 	var be router.BatchError
 	stopping := router.Stopping(ctx)
@@ -100,18 +104,21 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 				why = errNotReserved
 			}
 			be.Failed[m.ID] = fmt.Errorf("publish to %q: %w (not retried: the route is stopping)", r.cfg.To.Topic, why)
+			spans.end(m, be.Failed[m.ID])
 			continue
 		default:
 		}
 		dd.release(ctx, m.ID) // the chain's Dedup reserves it again
-		if _, err := f.single(ctx, m); err != nil {
+		_, err := f.single(spans.ctx(ctx, m), m)
+		spans.end(m, err)
+		if err != nil {
 			if be.Failed == nil {
 				be.Failed = map[string]error{}
 			}
 			be.Failed[m.ID] = err
 		}
 	}
-	dd.countTwins(be.Failed)
+	dd.countTwins(be.Failed, spans)
 	if be.Failed == nil {
 		return nil
 	}
@@ -120,7 +127,7 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 
 // publishBatch publishes the copies of srcs in one call, keeping the
 // route's metrics, and returns the destination's answer.
-func (f *forwarder) publishBatch(ctx context.Context, srcs []*relay.Message) error {
+func (f *forwarder) publishBatch(ctx context.Context, srcs []*relay.Message, spans *batchSpans) error {
 	r := f.r
 	copies := make([]*relay.Message, len(srcs))
 	var size float64
@@ -128,10 +135,12 @@ func (f *forwarder) publishBatch(ctx context.Context, srcs []*relay.Message) err
 		copies[i] = r.copyOf(m)
 		size += float64(len(m.Payload))
 	}
+	endSends := f.startSends(ctx, spans, srcs, copies)
 	r.m.inFlight.Add(float64(len(copies)))
 	r.m.inFlightBytes.Add(size)
 	start := time.Now()
 	err := f.publishAll(ctx, copies)
+	endSends(err)
 	r.m.inFlight.Sub(float64(len(copies)))
 	r.m.inFlightBytes.Sub(size)
 	if ok := len(srcs) - len(failedCopies(srcs, err)); ok > 0 {
@@ -186,7 +195,7 @@ func (f *forwarder) publishAll(ctx context.Context, copies []*relay.Message) err
 // most once: when the destination refused the whole call before sending
 // anything (a limit), the copies are tried one by one so that only the one
 // it refuses is lost; otherwise the failed copies are lost.
-func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message, failed []int, err error, alone []*relay.Message, dd *batchDedup) error {
+func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message, failed []int, err error, alone []*relay.Message, dd *batchDedup, spans *batchSpans) error {
 	r := f.r
 	var errs []error
 	lost := map[string]error{}
@@ -200,6 +209,7 @@ func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message,
 		errs = append(errs, err)
 		for _, i := range failed {
 			lost[srcs[i].ID] = err
+			spans.end(srcs[i], err)
 		}
 	default:
 		for _, i := range failed {
@@ -209,6 +219,7 @@ func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message,
 				err = fmt.Errorf("publish %s to %q: %w", srcs[i].ID, r.cfg.To.Topic, err)
 				errs = append(errs, err)
 				lost[srcs[i].ID] = err
+				spans.end(srcs[i], err)
 				continue
 			}
 			r.m.forwarded.Inc()
@@ -219,12 +230,14 @@ func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message,
 		dd.release(ctx, srcs[i].ID)
 	}
 	for _, m := range alone {
-		if _, err := f.single(ctx, m); err != nil {
+		_, err := f.single(spans.ctx(ctx, m), m)
+		spans.end(m, err)
+		if err != nil {
 			errs = append(errs, err)
 			lost[m.ID] = err
 		}
 	}
-	dd.countTwins(lost)
+	dd.countTwins(lost, spans)
 	return errors.Join(errs...)
 }
 
