@@ -453,12 +453,13 @@ func TestPipelineTracesEachMessage(t *testing.T) {
 					m.Payload, s.Parent.SpanID(), s.Links, p.SpanContext.SpanID(), c.SpanContext.SpanID())
 			}
 		}
-		last := ss[len(ss)-1]
-		for _, s := range ss {
-			if s.EndTime.After(last.EndTime) {
-				last = s
+		slices.SortFunc(ss, func(x, y tracetest.SpanStub) int { return x.EndTime.Compare(y.EndTime) })
+		for i, s := range ss {
+			if failed := i < len(ss)-1; (s.Status.Code == codes.Error) != failed {
+				t.Errorf("%s: send span %d of %d has status %v, want failed %v", m.Payload, i+1, len(ss), s.Status, failed)
 			}
 		}
+		last := ss[len(ss)-1]
 		if carried[m.ID] != last.SpanContext.SpanID() {
 			t.Errorf("%s: the forwarded copy carries span %s, want its last send span %s", m.Payload, carried[m.ID], last.SpanContext.SpanID())
 		}
