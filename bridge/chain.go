@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,7 +27,10 @@ import (
 // (Route.Guarantee) has neither PoisonQueue nor Retry, and its router acks
 // the source before the chain runs. Tracing and the OpenTelemetry metrics
 // (Options.TracerProvider, MeterProvider) are outermost, so that the
-// process span sees the retries, poisoning and duplicates inside.
+// process span sees the retries, poisoning and duplicates inside. A
+// pipelined route (pipeline.go) starts those two per message of a batch
+// itself and runs the rest of the chain, under the message's span, for
+// the copies it forwards alone.
 
 // chain builds the route's middleware around the forwarder for one session.
 func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
@@ -63,7 +65,7 @@ func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
 	if d := r.cfg.Dedup; d != nil {
 		mw, err := middleware.Dedup(middleware.DedupConfig{
 			Store:  r.dedupStore,
-			Lease:  max(time.Minute, r.cfg.PublishTimeout+10*time.Second),
+			Lease:  r.dedupLease(),
 			TTL:    d.TTL,
 			Logger: r.log,
 		})

@@ -109,8 +109,8 @@ type Route struct {
 	To Destination
 	// Concurrency is how many messages are forwarded at once ("concurrency").
 	// A pipelined route (see docs/bridge.md: every at-least-once or
-	// at-most-once route with Batch above 1, no Dedup and no OpenTelemetry
-	// instrumentation) forwards them in ⌈Concurrency ÷ Batch⌉ lanes, each
+	// at-most-once route with Batch above 1, with or without Dedup and
+	// OpenTelemetry) forwards them in ⌈Concurrency ÷ Batch⌉ lanes, each
 	// publishing up to Batch copies per call; the others in Concurrency
 	// lanes of one message. Messages with the same Key are forwarded in
 	// delivery order (one batch after another; a copy that failed in a

@@ -8,3 +8,6 @@ func SourceURLs(c Config) []string {
 	}
 	return out
 }
+
+// Pipelined reports whether route i of b forwards on the pipelined path.
+func Pipelined(b *Bridge, i int) bool { return b.routes[i].pipelined() }

@@ -3,11 +3,14 @@ package bridge_test
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -308,4 +311,172 @@ func wantMetric(t *testing.T, rm metricdata.ResourceMetrics, name, unit string, 
 		}
 	}
 	t.Errorf("no metric %s", name)
+}
+
+// A traced route is pipelined and traces each message of a batch on its
+// own, as the per-message path does: one "process in" span per delivery,
+// a child of the context the message carries and linked to it; one "send
+// out" span per publish attempt of its copy, a child of that process span
+// and linked to the source context, whose context the forwarded copy
+// carries. A copy that failed in its batch is retried under the same
+// process span (a retry event); a later duplicate has a process span of
+// its own with a deduplicated event, and sends nothing.
+func TestPipelineTracesEachMessage(t *testing.T) {
+	const total = 40
+	a, dst := "mem://"+uniq("a"), uniq("b")
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
+		Name:        "traced",
+		From:        bridge.Source{URL: a, Topic: "in", Group: "bridge"},
+		To:          bridge.Destination{URL: flakyScheme + "://" + dst, Topic: "out"},
+		Concurrency: 100,
+		Batch:       50,
+		Retry:       &bridge.Retry{MaxAttempts: 5, InitialInterval: time.Millisecond},
+		Dedup:       &bridge.Dedup{},
+	}}}, bridge.Options{Logger: quiet, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bridge.Pipelined(br, 0) {
+		t.Fatal("the traced route does not take the pipelined path")
+	}
+	provision(t, a, "bridge", "in")
+	provision(t, "mem://"+dst, "reader", "out")
+	raw, err := relay.OpenPublisher(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var in []*relay.Message
+	flakyID := ""
+	for i := range total {
+		payload := "ok " + strconv.Itoa(i)
+		if i == 7 {
+			payload = "flaky " + strconv.Itoa(i)
+		}
+		m := relay.NewMessage([]byte(payload))
+		if i == 7 {
+			flakyID = m.ID
+		}
+		in = append(in, m)
+	}
+	pub := tracing.New(tracing.Config{TracerProvider: tp, System: tracing.SystemForURL(a)}).Publisher(raw)
+	// One producer call for all: each message gets a "create in" span of
+	// its own, which is the context it carries.
+	if err := pub.Publish(context.Background(), "in", in...); err != nil {
+		t.Fatal(err)
+	}
+	sent := exp.GetSpans()
+	create := map[string]tracetest.SpanStub{}
+	for _, s := range sent {
+		if s.Name == "create in" {
+			for _, kv := range s.Attributes {
+				if kv.Key == "messaging.message.id" {
+					create[kv.Value.AsString()] = s
+				}
+			}
+		}
+	}
+	if len(create) != total {
+		t.Fatalf("%d create spans, want %d", len(create), total)
+	}
+	stop := runBridge(t, br)
+	got := consume(t, "mem://"+dst, "reader", "out", total)
+	waitRoute(t, br, 0, "every message settled", func(rs bridge.RouteStatus) bool { return rs.Forwarded == total })
+	waitLagOf(t, a, "bridge", "in", 0)
+	// A duplicate of the first, carrying the same context: a delivery of
+	// its own, acked as a duplicate under its own process span.
+	dup := in[0].Copy()
+	if err := raw.Publish(context.Background(), "in", dup); err != nil {
+		t.Fatal(err)
+	}
+	waitRoute(t, br, 0, "the duplicate settled", func(rs bridge.RouteStatus) bool { return rs.Duplicates == 1 })
+	waitLagOf(t, a, "bridge", "in", 0)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	idOf := func(s tracetest.SpanStub) string {
+		for _, kv := range s.Attributes {
+			if kv.Key == "messaging.message.id" {
+				return kv.Value.AsString()
+			}
+		}
+		return ""
+	}
+	process := map[string][]tracetest.SpanStub{}
+	sends := map[string][]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		switch s.Name {
+		case "process in":
+			process[idOf(s)] = append(process[idOf(s)], s)
+		case "send out":
+			sends[idOf(s)] = append(sends[idOf(s)], s)
+		}
+	}
+	carried := map[string]trace.SpanID{}
+	for _, m := range got {
+		carried[m.ID] = trace.SpanContextFromContext(tracing.Extract(context.Background(), m, nil)).SpanID()
+	}
+	for _, m := range in {
+		c := create[m.ID]
+		ps := process[m.ID]
+		if m.ID == dup.ID {
+			if len(ps) != 2 || len(ps[1].Events) != 1 || ps[1].Events[0].Name != "deduplicated" {
+				t.Fatalf("%s: process spans %v; want 2, the second with a deduplicated event", m.Payload, ps)
+			}
+			ps = ps[:1]
+		}
+		if len(ps) != 1 {
+			t.Fatalf("%s: %d process spans, want 1", m.Payload, len(ps))
+		}
+		p := ps[0]
+		if p.Parent.SpanID() != c.SpanContext.SpanID() || len(p.Links) != 1 || p.Links[0].SpanContext.SpanID() != c.SpanContext.SpanID() {
+			t.Errorf("%s: process span parent %s, links %v; want child of and linked to %s", m.Payload, p.Parent.SpanID(), p.Links, c.SpanContext.SpanID())
+		}
+		if p.Status.Code == codes.Error {
+			t.Errorf("%s: process span failed: %s", m.Payload, p.Status.Description)
+		}
+		want, retries := 1, 0
+		if m.ID == flakyID {
+			want, retries = 3, 1 // in the batch, then alone twice
+		}
+		ss := sends[m.ID]
+		if len(ss) != want {
+			t.Fatalf("%s: %d send spans, want %d", m.Payload, len(ss), want)
+		}
+		for _, s := range ss {
+			if s.Parent.SpanID() != p.SpanContext.SpanID() || len(s.Links) != 1 || s.Links[0].SpanContext.SpanID() != c.SpanContext.SpanID() {
+				t.Errorf("%s: send span parent %s, links %v; want child of the process span %s, linked to %s",
+					m.Payload, s.Parent.SpanID(), s.Links, p.SpanContext.SpanID(), c.SpanContext.SpanID())
+			}
+		}
+		slices.SortFunc(ss, func(x, y tracetest.SpanStub) int { return x.EndTime.Compare(y.EndTime) })
+		for i, s := range ss {
+			if failed := i < len(ss)-1; (s.Status.Code == codes.Error) != failed {
+				t.Errorf("%s: send span %d of %d has status %v, want failed %v", m.Payload, i+1, len(ss), s.Status, failed)
+			}
+		}
+		last := ss[len(ss)-1]
+		if carried[m.ID] != last.SpanContext.SpanID() {
+			t.Errorf("%s: the forwarded copy carries span %s, want its last send span %s", m.Payload, carried[m.ID], last.SpanContext.SpanID())
+		}
+		n := 0
+		for _, ev := range p.Events {
+			if ev.Name == "retry" {
+				n++
+			}
+		}
+		if n != retries {
+			t.Errorf("%s: %d retry events, want %d", m.Payload, n, retries)
+		}
+	}
+	flaky.Lock()
+	calls := flaky.calls[dst]
+	flaky.Unlock()
+	if most := slices.Max(calls); most < 2 {
+		t.Fatalf("Publish calls %v; want batches", calls)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-relay/relay"
@@ -22,15 +23,16 @@ import (
 // per-message chain (observe → PoisonQueue → Retry → forward), as if it
 // had not been batched: it is retried or poisoned on its own while the
 // rest of its batch is acked. Only what the chain still fails on is
-// nacked (a *router.BatchError names it).
+// nacked (a *router.BatchError names it). On a route with Dedup, each
+// message of a batch is deduplicated as the per-message chain would (see
+// dedupbatch.go).
 
 // pipelined reports whether the route forwards in batches: at-least-once
-// and at-most-once routes with a batch size above 1, without Dedup (its
-// reservation is per message) and without OpenTelemetry instrumentation
-// (its spans are per message). The others forward one message per handler
-// call through the batcher.
+// and at-most-once routes with a batch size above 1, with or without
+// Dedup (see dedupbatch.go) and OpenTelemetry (pipeline_tel.go). The
+// others forward one message per handler call through the batcher.
 func (r *route) pipelined() bool {
-	return r.cfg.Guarantee != relay.ExactlyOnce && r.cfg.Batch > 1 && r.cfg.Dedup == nil && !r.tel.enabled()
+	return r.cfg.Guarantee != relay.ExactlyOnce && r.cfg.Batch > 1
 }
 
 // lanes is how many batches a pipelined route publishes at once: enough
@@ -39,9 +41,12 @@ func (r *route) lanes() int {
 	return max(1, (r.cfg.Concurrency+r.cfg.Batch-1)/r.cfg.Batch)
 }
 
-// addPipelined binds the pipelined forwarder to the source.
-func (r *route) addPipelined(rt *router.Router, sub relay.Subscriber, f *forwarder, chain router.Handler) error {
-	f.single = chain
+// addPipelined binds the pipelined forwarder to the source. mws is the
+// route's chain (chain.go); the forwarder records the telemetry of a batch's
+// messages itself, so the per-message chain it forwards failed copies
+// through runs without the telemetry middleware, under their spans.
+func (r *route) addPipelined(rt *router.Router, sub relay.Subscriber, f *forwarder, mws []router.Middleware) error {
+	f.single = router.Chain(mws[len(r.tel.middleware()):]...)(f.handle)
 	return rt.AddBatchHandler(r.cfg.Name, sub, r.cfg.From.Topic, f.handleBatch,
 		router.WithBatchSize(r.cfg.Batch),
 		router.WithBatchWait(0),
@@ -53,9 +58,9 @@ func (r *route) addPipelined(rt *router.Router, sub relay.Subscriber, f *forward
 // not name in the returned *router.BatchError.
 func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) error {
 	r := f.r
+	spans := r.tel.startBatch(ctx, msgs)
+	defer spans.endRest()
 	srcs := make([]*relay.Message, 0, len(msgs))
-	copies := make([]*relay.Message, 0, len(msgs))
-	var size float64
 	for _, m := range msgs {
 		if looped(m.Metadata, r.srcHop, r.dstHop) {
 			r.m.looped.Inc()
@@ -63,20 +68,82 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 			continue
 		}
 		srcs = append(srcs, m)
-		copies = append(copies, r.copyOf(m))
-		size += float64(len(m.Payload))
 	}
-	if len(copies) == 0 {
+	var dd *batchDedup
+	var alone []*relay.Message // forwarded through the per-message chain (dedupbatch.go)
+	if r.dedupStore != nil {
+		dd, srcs, alone = f.reserve(ctx, srcs, spans != nil)
+		defer dd.releaseRest(ctx)
+	}
+	var err error
+	var failed []int
+	if len(srcs) > 0 {
+		err = f.publishBatch(ctx, srcs, spans)
+		failed = failedCopies(srcs, err)
+		dd.commit(ctx, srcs, failed)
+	}
+	if len(failed) == 0 && len(alone) == 0 {
+		dd.countTwins(nil, spans)
 		return nil
 	}
+	if r.cfg.Guarantee == relay.AtMostOnce {
+		return f.atMostOnceFailed(ctx, srcs, failed, err, alone, dd, spans)
+	}
+	var be router.BatchError
+	stopping := router.Stopping(ctx)
+	for _, m := range singles(msgs, srcs, failed, alone) {
+		select {
+		case <-stopping:
+			// The bridge is stopping: what has not been forwarded alone
+			// yet goes back to the source instead of holding the drain.
+			if be.Failed == nil {
+				be.Failed = map[string]error{}
+			}
+			why := err
+			if slices.Contains(alone, m) {
+				why = errNotReserved
+			}
+			be.Failed[m.ID] = fmt.Errorf("publish to %q: %w (not retried: the route is stopping)", r.cfg.To.Topic, why)
+			spans.end(m, be.Failed[m.ID])
+			continue
+		default:
+		}
+		dd.release(ctx, m.ID) // the chain's Dedup reserves it again
+		_, err := f.single(spans.ctx(ctx, m), m)
+		spans.end(m, err)
+		if err != nil {
+			if be.Failed == nil {
+				be.Failed = map[string]error{}
+			}
+			be.Failed[m.ID] = err
+		}
+	}
+	dd.countTwins(be.Failed, spans)
+	if be.Failed == nil {
+		return nil
+	}
+	return &be
+}
+
+// publishBatch publishes the copies of srcs in one call, keeping the
+// route's metrics, and returns the destination's answer.
+func (f *forwarder) publishBatch(ctx context.Context, srcs []*relay.Message, spans *batchSpans) error {
+	r := f.r
+	copies := make([]*relay.Message, len(srcs))
+	var size float64
+	for i, m := range srcs {
+		copies[i] = r.copyOf(m)
+		size += float64(len(m.Payload))
+	}
+	endSends := f.startSends(ctx, spans, srcs, copies)
 	r.m.inFlight.Add(float64(len(copies)))
 	r.m.inFlightBytes.Add(size)
 	start := time.Now()
 	err := f.publishAll(ctx, copies)
+	endSends(err)
 	r.m.inFlight.Sub(float64(len(copies)))
 	r.m.inFlightBytes.Sub(size)
-	failed := failedCopies(srcs, err)
-	if ok := len(srcs) - len(failed); ok > 0 {
+	if ok := len(srcs) - len(failedCopies(srcs, err)); ok > 0 {
 		r.m.forwarded.Add(float64(ok))
 		lat := time.Since(start).Seconds()
 		for range ok {
@@ -86,38 +153,33 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 			r.m.age.Set(max(0, time.Since(t).Seconds()))
 		}
 	}
-	if len(failed) == 0 {
-		return nil
+	return err
+}
+
+// singles returns what a batch forwards alone, in delivery order (msgs):
+// the messages of srcs at the indexes failed, and those of alone.
+func singles(msgs, srcs []*relay.Message, failed []int, alone []*relay.Message) []*relay.Message {
+	if len(alone) == 0 {
+		out := make([]*relay.Message, len(failed))
+		for j, i := range failed {
+			out[j] = srcs[i]
+		}
+		return out
 	}
-	if r.cfg.Guarantee == relay.AtMostOnce {
-		return f.atMostOnceFailed(ctx, srcs, failed, err)
-	}
-	var be router.BatchError
-	stopping := router.Stopping(ctx)
+	pick := make(map[*relay.Message]bool, len(failed)+len(alone))
 	for _, i := range failed {
-		m := srcs[i]
-		select {
-		case <-stopping:
-			// The bridge is stopping: what has not been forwarded alone
-			// yet goes back to the source instead of holding the drain.
-			if be.Failed == nil {
-				be.Failed = map[string]error{}
-			}
-			be.Failed[m.ID] = fmt.Errorf("publish to %q: %w (not retried: the route is stopping)", r.cfg.To.Topic, err)
-			continue
-		default:
-		}
-		if _, err := f.single(ctx, m); err != nil {
-			if be.Failed == nil {
-				be.Failed = map[string]error{}
-			}
-			be.Failed[m.ID] = err
+		pick[srcs[i]] = true
+	}
+	for _, m := range alone {
+		pick[m] = true
+	}
+	out := make([]*relay.Message, 0, len(pick))
+	for _, m := range msgs {
+		if pick[m] {
+			out = append(out, m)
 		}
 	}
-	if be.Failed == nil {
-		return nil
-	}
-	return &be
+	return out
 }
 
 // publishAll publishes copies to the destination in one call, bounded by
@@ -129,28 +191,53 @@ func (f *forwarder) publishAll(ctx context.Context, copies []*relay.Message) err
 }
 
 // atMostOnceFailed handles the copies of an at-most-once batch that
-// failed. Each is published at most once: when the destination refused
-// the whole call before sending anything (a limit), the copies are tried
-// one by one so that only the one it refuses is lost; otherwise the
-// failed copies are lost.
-func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message, failed []int, err error) error {
+// failed, and the messages to forward alone (alone). Each is published at
+// most once: when the destination refused the whole call before sending
+// anything (a limit), the copies are tried one by one so that only the one
+// it refuses is lost; otherwise the failed copies are lost.
+func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message, failed []int, err error, alone []*relay.Message, dd *batchDedup, spans *batchSpans) error {
 	r := f.r
+	var errs []error
+	lost := map[string]error{}
 	var pe *relay.PublishError
-	if !rejected(err) || errors.As(err, &pe) || len(failed) == 1 {
+	switch {
+	case len(failed) == 0:
+	case !rejected(err) || errors.As(err, &pe) || len(failed) == 1:
 		r.m.failed.Add(float64(len(failed)))
 		r.fail(err)
-		return fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
-	}
-	var errs []error
-	for _, i := range failed {
-		if err := f.publishOne(ctx, r.copyOf(srcs[i])); err != nil {
-			r.m.failed.Inc()
-			r.fail(err)
-			errs = append(errs, fmt.Errorf("publish %s to %q: %w", srcs[i].ID, r.cfg.To.Topic, err))
-			continue
+		err = fmt.Errorf("publish to %q: %w", r.cfg.To.Topic, err)
+		errs = append(errs, err)
+		for _, i := range failed {
+			lost[srcs[i].ID] = err
+			spans.end(srcs[i], err)
 		}
-		r.m.forwarded.Inc()
+	default:
+		for _, i := range failed {
+			if err := f.publishOne(ctx, r.copyOf(srcs[i])); err != nil {
+				r.m.failed.Inc()
+				r.fail(err)
+				err = fmt.Errorf("publish %s to %q: %w", srcs[i].ID, r.cfg.To.Topic, err)
+				errs = append(errs, err)
+				lost[srcs[i].ID] = err
+				spans.end(srcs[i], err)
+				continue
+			}
+			r.m.forwarded.Inc()
+			dd.commitID(ctx, srcs[i].ID)
+		}
 	}
+	for _, i := range failed {
+		dd.release(ctx, srcs[i].ID)
+	}
+	for _, m := range alone {
+		_, err := f.single(spans.ctx(ctx, m), m)
+		spans.end(m, err)
+		if err != nil {
+			errs = append(errs, err)
+			lost[m.ID] = err
+		}
+	}
+	dd.countTwins(lost, spans)
 	return errors.Join(errs...)
 }
 

@@ -269,3 +269,90 @@ func TestPipelineStopsRetryingSinglesOnShutdown(t *testing.T) {
 	// Nothing was forwarded or lost: every message is back at the source.
 	waitLagOf(t, a, "g", "in", 20)
 }
+
+// A dedup route is pipelined: each ID is forwarded once although copies
+// of it come in the same batch (twins published back to back) and in
+// later batches (published again after the first round was forwarded),
+// also when its first copy failed in its batch and was retried alone.
+// Every copy not forwarded counts as a duplicate, and the source keeps
+// nothing.
+func TestPipelineDedup(t *testing.T) {
+	const total, keys = 400, 8
+	a, dst := "mem://"+uniq("a"), uniq("b")
+	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
+		Name:        "dedup",
+		From:        bridge.Source{URL: a, Topic: "in", Group: "bridge", InFlight: 512},
+		To:          bridge.Destination{URL: flakyScheme + "://" + dst, Topic: "out"},
+		Concurrency: 200, // 4 lanes of 50
+		Batch:       50,
+		Retry:       &bridge.Retry{MaxAttempts: 5, InitialInterval: time.Millisecond},
+		Dedup:       &bridge.Dedup{},
+	}}}, bridge.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bridge.Pipelined(br, 0) {
+		t.Fatal("the dedup route does not take the pipelined path")
+	}
+	provision(t, a, "bridge", "in")
+	provision(t, "mem://"+dst, "reader", "out")
+	var in, again []*relay.Message
+	twins := 0
+	for i := range total {
+		payload := "ok " + strconv.Itoa(i)
+		if i%37 == 5 {
+			payload = "flaky " + strconv.Itoa(i)
+		}
+		m := relay.NewMessage([]byte(payload))
+		m.Key = "k" + strconv.Itoa(i%keys)
+		in = append(in, m)
+		if i%4 == 0 {
+			in = append(in, m.Copy())
+			twins++
+		}
+		if i%3 == 0 {
+			again = append(again, m.Copy())
+		}
+	}
+	publish(t, a, "in", in...)
+	stop := runBridge(t, br)
+	got := consume(t, "mem://"+dst, "reader", "out", total)
+	waitRoute(t, br, 0, "the first round settled", func(rs bridge.RouteStatus) bool {
+		return rs.Forwarded == total && rs.Duplicates == int64(twins)
+	})
+	waitLagOf(t, a, "bridge", "in", 0)
+	publish(t, a, "in", again...)
+	rs := waitRoute(t, br, 0, "the second round settled", func(rs bridge.RouteStatus) bool {
+		return rs.Duplicates == int64(twins+len(again))
+	})
+	waitLagOf(t, a, "bridge", "in", 0)
+	if rs.Forwarded != total || rs.InFlight != 0 {
+		t.Errorf("forwarded %d, in flight %d; want %d, 0", rs.Forwarded, rs.InFlight, total)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, m := range got {
+		seen[m.ID]++
+	}
+	for _, m := range in {
+		if seen[m.ID] != 1 {
+			t.Fatalf("message %s (%s) forwarded %d times, want 1", m.ID, m.Payload, seen[m.ID])
+		}
+	}
+	if n := lagOf(t, "mem://"+dst, "reader", "out"); n != 0 {
+		t.Fatalf("%d more copies at the destination; want each ID once", n)
+	}
+	flaky.Lock()
+	calls := flaky.calls[dst]
+	flaky.Unlock()
+	most := 0
+	for _, n := range calls {
+		most = max(most, n)
+	}
+	if most < 10 || len(calls) > total/4 {
+		t.Fatalf("%d Publish calls, the largest of %d messages; want batches", len(calls), most)
+	}
+	t.Logf("%d Publish calls for %d messages, largest %d", len(calls), len(in)+len(again), most)
+}

@@ -241,7 +241,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	f := &forwarder{r: r, pub: r.tel.publisher(pub)}
 	if r.pipelined() {
 		f.send = f.publishOne
-		err = r.addPipelined(rt, sub, f, router.Chain(mws...)(f.handle))
+		err = r.addPipelined(rt, sub, f, mws)
 	} else {
 		flushers := 1
 		if r.cfg.Batch > 1 {

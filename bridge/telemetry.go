@@ -47,11 +47,6 @@ func newTelemetry(rc Route, opts Options) (telemetry, error) {
 	return t, nil
 }
 
-// enabled reports whether anything is instrumented.
-func (t telemetry) enabled() bool {
-	return t.srcTracer != nil || t.dstTracer != nil || t.srcMetrics != nil || t.dstMetrics != nil
-}
-
 // middleware returns the source-side middleware, outermost first.
 func (t telemetry) middleware() []router.Middleware {
 	var mws []router.Middleware

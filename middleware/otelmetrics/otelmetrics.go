@@ -218,6 +218,19 @@ func (m *Metrics) Middleware(next router.Handler) router.Handler {
 	}
 }
 
+// StartProcess starts timing the handling of msg as Middleware does, for
+// code that handles several messages in one call but records each on its
+// own (the bridge's batches); end records it with the handling's error.
+// Call end exactly once.
+func (m *Metrics) StartProcess(ctx context.Context, msg *relay.Message) (end func(error)) {
+	topic := msg.Topic()
+	if topic == "" {
+		topic = router.Topic(ctx)
+	}
+	start := time.Now()
+	return func(err error) { m.process(ctx, topic, 1, time.Since(start), err) }
+}
+
 // errPanic stands for a handler that panicked through the middleware.
 var errPanic = &router.PanicError{Value: "panic"}
 

@@ -125,26 +125,7 @@ func Middleware(cfg Config) router.Middleware { return New(cfg).Middleware }
 // context into every message the handler returns.
 func (t *Tracer) Middleware(next router.Handler) router.Handler {
 	return func(ctx context.Context, msg *relay.Message) ([]*relay.Message, error) {
-		topic := msg.Topic()
-		if topic == "" {
-			topic = router.Topic(ctx)
-		}
-		attrs := t.attrs("process", topic, true, 3)
-		attrs = append(attrs,
-			msgconv.MessageID.String(msg.ID),
-			attribute.Int("relay.delivery.attempt", msg.Attempt()),
-			attribute.String("relay.handler", router.HandlerName(ctx)),
-		)
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
-		parent, sc := t.messageContext(ctx, msg)
-		if sc.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-		} else {
-			// The message carries no context: a new trace, not a child
-			// of whatever span the router's context holds.
-			opts = append(opts, trace.WithNewRoot())
-		}
-		ctx, span := t.tracer.Start(parent, "process "+topic, opts...)
+		ctx, span := t.startProcess(ctx, msg)
 		finished := false
 		defer endSpan(span, &finished)
 		outs, err := next(middleware.WithObserver(ctx, spanObserver{span}), msg)
@@ -155,6 +136,45 @@ func (t *Tracer) Middleware(next router.Handler) router.Handler {
 		}
 		return outs, err
 	}
+}
+
+// StartProcess starts the consumer span of handling msg as Middleware
+// does, for code that handles several messages in one call but traces
+// each on its own (the bridge's batches). The returned context holds the
+// span and reports the middleware run under it (Retry, PoisonQueue,
+// Dedup) to it; end records the handling's error and ends the span. Call
+// end exactly once.
+func (t *Tracer) StartProcess(ctx context.Context, msg *relay.Message) (_ context.Context, end func(error)) {
+	ctx, span := t.startProcess(ctx, msg)
+	return middleware.WithObserver(ctx, spanObserver{span}), func(err error) {
+		fail(span, err)
+		span.End()
+	}
+}
+
+// startProcess starts the span "process TOPIC" of handling msg: a child
+// of the context msg carries, also linked to it, or a new root.
+func (t *Tracer) startProcess(ctx context.Context, msg *relay.Message) (context.Context, trace.Span) {
+	topic := msg.Topic()
+	if topic == "" {
+		topic = router.Topic(ctx)
+	}
+	attrs := t.attrs("process", topic, true, 3)
+	attrs = append(attrs,
+		msgconv.MessageID.String(msg.ID),
+		attribute.Int("relay.delivery.attempt", msg.Attempt()),
+		attribute.String("relay.handler", router.HandlerName(ctx)),
+	)
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+	parent, sc := t.messageContext(ctx, msg)
+	if sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	} else {
+		// The message carries no context: a new trace, not a child of
+		// whatever span the router's context holds.
+		opts = append(opts, trace.WithNewRoot())
+	}
+	return t.tracer.Start(parent, "process "+topic, opts...)
 }
 
 // BatchMiddleware runs each batch of a router batch handler in a consumer

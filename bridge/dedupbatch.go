@@ -1,0 +1,189 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/middleware"
+)
+
+// Dedup on the pipelined path. A batch's messages go through the same
+// steps the Dedup middleware takes for one message (chain.go), with the
+// same store, key (route name + message ID), lease and TTL, so that both
+// paths see each other's keys:
+//
+//   - before the publish, each message's key is reserved in the store. A
+//     message whose key is done is a duplicate: it is acked without
+//     forwarding and counted in relay_bridge_duplicates_total. A message
+//     whose key another holder reserved (a copy in another lane or
+//     replica), or whose reservation failed, is forwarded alone through
+//     the per-message chain after the batch, which dedups it again
+//     (ErrInProgress is retried there until the holder commits or
+//     releases).
+//   - A message whose ID an earlier message of the same batch has (a
+//     twin) is not published: the router settles messages of one batch
+//     that share an ID alike (router.BatchError), so it is acked when the
+//     first is and counted as a duplicate then.
+//   - After the publish, the key of each confirmed copy is committed (a
+//     failed commit is logged: the copy went out, so failing the message
+//     would forward it again). The key of each failed copy is released
+//     before the copy is forwarded alone, so the per-message chain can
+//     reserve it; anything still reserved when the batch ends (a stopping
+//     route, a panic) is released too.
+//
+// So a message is marked seen only after the destination confirmed its
+// copy, and one whose copy failed is never marked: it is retried, poisoned
+// or redelivered, never lost to dedup.
+
+// dedupLease is how long a reservation holds: longer than one publish.
+func (r *route) dedupLease() time.Duration {
+	return max(time.Minute, r.cfg.PublishTimeout+10*time.Second)
+}
+
+// batchDedup is the dedup state of one batch.
+type batchDedup struct {
+	r     *route
+	token string
+	// held maps the IDs of the messages to publish to the key reserved
+	// for them, until it is committed or released.
+	held map[string]string
+	// twins counts the messages not published because an earlier message
+	// of the batch has their ID.
+	twins    map[string]int
+	twinMsgs []*relay.Message
+}
+
+// reserve sorts msgs (not looped, in delivery order) for a dedup route:
+// those to publish in the batch (their keys reserved), and those to
+// forward alone through the per-message chain. Duplicates are counted
+// and dropped; twins are recorded.
+//
+// With traced, a duplicate is forwarded alone too, so that the chain's
+// Dedup records it on the message's process span (one more store call,
+// for duplicates only).
+func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message, traced bool) (d *batchDedup, send, alone []*relay.Message) {
+	r := f.r
+	d = &batchDedup{r: r, token: newToken(), held: map[string]string{}}
+	send = make([]*relay.Message, 0, len(msgs))
+	seen := make(map[string]bool, len(msgs))
+	for _, m := range msgs {
+		key := middleware.DefaultDedupKey(ctx, m)
+		if key == "" { // no ID: forwarded without dedup, as Dedup does
+			send = append(send, m)
+			continue
+		}
+		if seen[m.ID] {
+			if d.twins == nil {
+				d.twins = map[string]int{}
+			}
+			d.twins[m.ID]++
+			d.twinMsgs = append(d.twinMsgs, m)
+			continue
+		}
+		seen[m.ID] = true
+		state, err := r.dedupStore.Reserve(ctx, key, d.token, r.dedupLease())
+		switch {
+		case err != nil, state == middleware.InProgress:
+			alone = append(alone, m)
+		case state == middleware.Done && traced:
+			alone = append(alone, m)
+		case state == middleware.Done:
+			routeObserver{r}.Deduplicated(ctx, m, key)
+		default:
+			d.held[m.ID] = key
+			send = append(send, m)
+		}
+	}
+	return d, send, alone
+}
+
+// commit marks done the keys of srcs whose copies the destination
+// confirmed: all but the indexes in failed, which stay held until they
+// are released.
+func (d *batchDedup) commit(ctx context.Context, srcs []*relay.Message, failed []int) {
+	if d == nil {
+		return
+	}
+	bad := make(map[int]bool, len(failed))
+	for _, i := range failed {
+		bad[i] = true
+	}
+	for i, m := range srcs {
+		if !bad[i] {
+			d.commitID(ctx, m.ID)
+		}
+	}
+}
+
+// commitID marks id's key done for the route's TTL.
+func (d *batchDedup) commitID(ctx context.Context, id string) {
+	if d == nil {
+		return
+	}
+	key, ok := d.held[id]
+	if !ok {
+		return
+	}
+	delete(d.held, id)
+	if err := d.r.dedupStore.Commit(context.WithoutCancel(ctx), key, d.token, d.r.cfg.Dedup.TTL); err != nil {
+		d.r.log.Warn("dedup: commit failed; a duplicate may run again after the lease", "key", key, "err", err)
+	}
+}
+
+// release drops id's reservation, so that it can be forwarded again.
+func (d *batchDedup) release(ctx context.Context, id string) {
+	if d == nil {
+		return
+	}
+	key, ok := d.held[id]
+	if !ok {
+		return
+	}
+	delete(d.held, id)
+	if err := d.r.dedupStore.Release(context.WithoutCancel(ctx), key, d.token); err != nil {
+		d.r.log.Warn("dedup: release failed; the key stays blocked until its lease expires", "key", key, "err", err)
+	}
+}
+
+// releaseRest releases every reservation still held.
+func (d *batchDedup) releaseRest(ctx context.Context) {
+	if d == nil {
+		return
+	}
+	for id := range d.held {
+		d.release(ctx, id)
+	}
+}
+
+// countTwins counts the twins of every ID that is not in failed (the
+// router acks them with their first message) as duplicates, and ends
+// their spans with their first message's outcome.
+func (d *batchDedup) countTwins(failed map[string]error, spans *batchSpans) {
+	if d == nil {
+		return
+	}
+	for _, m := range d.twinMsgs {
+		spans.end(m, failed[m.ID])
+	}
+	for id, n := range d.twins {
+		if _, ok := failed[id]; ok {
+			continue
+		}
+		d.r.m.duplicates.Add(float64(n))
+		d.r.log.Debug("not forwarding a duplicate", "id", id, "copies", n)
+	}
+}
+
+// errNotReserved is why a message was forwarded alone rather than in its
+// batch: dedup could not reserve its key there.
+var errNotReserved = errors.New("dedup: not reserved in its batch")
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
