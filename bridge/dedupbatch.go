@@ -119,16 +119,23 @@ func (d *batchDedup) commit(ctx context.Context, srcs []*relay.Message, failed [
 	}
 }
 
+// take removes and returns id's reservation, if this batch holds one.
+func (d *batchDedup) take(id string) (key string, ok bool) {
+	if d == nil {
+		return "", false
+	}
+	if key, ok = d.held[id]; ok {
+		delete(d.held, id)
+	}
+	return key, ok
+}
+
 // commitID marks id's key done for the route's TTL.
 func (d *batchDedup) commitID(ctx context.Context, id string) {
-	if d == nil {
-		return
-	}
-	key, ok := d.held[id]
+	key, ok := d.take(id)
 	if !ok {
 		return
 	}
-	delete(d.held, id)
 	if err := d.r.dedupStore.Commit(context.WithoutCancel(ctx), key, d.token, d.r.cfg.Dedup.TTL); err != nil {
 		d.r.log.Warn("dedup: commit failed; a duplicate may run again after the lease", "key", key, "err", err)
 	}
@@ -136,14 +143,10 @@ func (d *batchDedup) commitID(ctx context.Context, id string) {
 
 // release drops id's reservation, so that it can be forwarded again.
 func (d *batchDedup) release(ctx context.Context, id string) {
-	if d == nil {
-		return
-	}
-	key, ok := d.held[id]
+	key, ok := d.take(id)
 	if !ok {
 		return
 	}
-	delete(d.held, id)
 	if err := d.r.dedupStore.Release(context.WithoutCancel(ctx), key, d.token); err != nil {
 		d.r.log.Warn("dedup: release failed; the key stays blocked until its lease expires", "key", key, "err", err)
 	}

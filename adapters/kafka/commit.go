@@ -1,0 +1,98 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/go-relay/relay/internal/backoff"
+)
+
+// commitLoop sends the commits that Settle left to it (commit_interval,
+// or a failed commit to retry with backoff), one at a time, until the
+// receiver closes.
+func (r *receiver) commitLoop() {
+	defer close(r.loopDone)
+	var bo backoff.Backoff
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.commitReq:
+		case <-retry:
+		}
+		retry = nil
+		if r.commitInterval > 0 {
+			select {
+			case <-r.stop:
+				return
+			case <-time.After(r.commitInterval):
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.life, brokerTimeout)
+		err := r.commitNow(ctx)
+		cancel()
+		if err != nil {
+			r.log.Debug("relay/kafka: commit failed; retrying", "err", err)
+			retry = time.After(bo.Next())
+			continue
+		}
+		bo.Reset()
+	}
+}
+
+// commitNow sends every partition's target that the broker has not
+// confirmed yet, and waits for the answer.
+func (r *receiver) commitNow(ctx context.Context) error {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	r.mu.Lock()
+	offsets := make(map[int32]kgo.EpochOffset)
+	states := make(map[int32]*partState)
+	for p, ps := range r.parts {
+		if ps.dirty() {
+			offsets[p] = ps.target
+			states[p] = ps
+		}
+	}
+	r.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	return r.commit(ctx, offsets, states)
+}
+
+// commit commits offsets synchronously and records what the broker
+// confirmed. Call with r.commitMu held.
+func (r *receiver) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset, states map[int32]*partState) error {
+	var cerr error
+	r.m.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.topic: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+						if cerr == nil {
+							cerr = fmt.Errorf("relay/kafka: commit of %s[%d]: %w", r.topic, p.Partition, e)
+						}
+						continue
+					}
+					ps, off := states[p.Partition], offsets[p.Partition]
+					if ps != nil && ps.committed < off.Offset {
+						ps.committed = off.Offset
+					}
+				}
+			}
+		})
+	return cerr
+}
