@@ -24,7 +24,9 @@
 //     subscription. Optional: ProvisionDriver, LagDriver,
 //     RemoveTopicDriver, relay.HealthChecker, DueHolder.
 //   - Receiver: Receive returns between 1 and max messages (blocking until
-//     it has some or ctx is done), Settle applies a batch of acks and
+//     it has some or ctx is done; or none and no error after a broker call
+//     that answered with nothing, such as an empty long poll, so that the
+//     call counts as a success for Health), Settle applies a batch of acks and
 //     nacks, Release hands unsettled messages back to the group at once,
 //     Close(ctx) ends the broker side within ctx. Optional: Extender (lease
 //     extension for brokers that lease messages), ReceiveLimiter

@@ -32,7 +32,12 @@ type Settle struct {
 // Receiver is the broker side of one subscription (one topic, one group).
 type Receiver interface {
 	// Receive blocks until it has between 1 and max messages or ctx is
-	// done. Errors other than ctx's are retried by the caller with backoff
+	// done. A receiver whose broker call can end with nothing (a long poll
+	// that timed out empty) may return no messages and a nil error then:
+	// the caller calls again, and counts the call a success (Health clears
+	// the error of an earlier failed call), which a call that keeps
+	// waiting for messages cannot tell it. Errors other than ctx's are
+	// retried by the caller with backoff
 	// (the receiver reconnects as needed); an error wrapping relay.ErrClosed
 	// ends the subscription. A delivery that cannot be decoded is returned
 	// as a message (raw bytes as payload, the problem in metadata), never

@@ -68,61 +68,63 @@ func (r *receiver) ReceiveLimits() (maxPerCall, concurrent int) {
 }
 
 // Receive implements driver.Receiver: one ReceiveMessage call for up to
-// maxN messages, long-polling Wait, repeated while it returns nothing.
+// maxN messages, long-polling Wait. An empty answer returns no messages
+// and no error (after minEmptyPoll at least, so that short polling does
+// not spin), so that the shared layer sees the call succeed: a
+// subscription's health clears once the service answers again, even with
+// nothing to deliver.
 func (r *receiver) Receive(ctx context.Context, maxN int) ([]driver.Received, error) {
 	cfg := r.d.cfg
 	wait := int32(0)
 	if cfg.Wait > 0 {
 		wait = int32(cfg.Wait / time.Second)
 	}
-	for {
-		r.mu.Lock()
-		url := r.queueURL
-		r.mu.Unlock()
-		callStart := time.Now()
-		callCtx, cancel := context.WithTimeout(ctx, cfg.ReceiveTimeout)
-		out, err := r.d.c.sqs.ReceiveMessage(callCtx, &sqs.ReceiveMessageInput{
-			QueueUrl:              aws.String(url),
-			MaxNumberOfMessages:   int32(min(maxN, MaxBatch)),
-			WaitTimeSeconds:       wait,
-			VisibilityTimeout:     int32(cfg.Visibility / time.Second),
-			MessageAttributeNames: []string{"All"},
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{
-				sqstypes.MessageSystemAttributeNameApproximateReceiveCount,
-				sqstypes.MessageSystemAttributeNameMessageGroupId,
-			},
-		})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
+	r.mu.Lock()
+	url := r.queueURL
+	r.mu.Unlock()
+	callStart := time.Now()
+	callCtx, cancel := context.WithTimeout(ctx, cfg.ReceiveTimeout)
+	out, err := r.d.c.sqs.ReceiveMessage(callCtx, &sqs.ReceiveMessageInput{
+		QueueUrl:              aws.String(url),
+		MaxNumberOfMessages:   int32(min(maxN, MaxBatch)),
+		WaitTimeSeconds:       wait,
+		VisibilityTimeout:     int32(cfg.Visibility / time.Second),
+		MessageAttributeNames: []string{"All"},
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{
+			sqstypes.MessageSystemAttributeNameApproximateReceiveCount,
+			sqstypes.MessageSystemAttributeNameMessageGroupId,
+		},
+	})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if isQueueMissing(err) {
+			r.reprovision(ctx)
+		}
+		return nil, fmt.Errorf("relay/sqs: receiving from %q: %w", r.topic, err)
+	}
+	if len(out.Messages) == 0 {
+		// Short polling (wait=0), or a service answering at once: do not
+		// spin on an empty queue.
+		if idle := minEmptyPoll - time.Since(callStart); idle > 0 {
+			t := time.NewTimer(idle)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
 				return nil, ctx.Err()
 			}
-			if isQueueMissing(err) {
-				r.reprovision(ctx)
-			}
-			return nil, fmt.Errorf("relay/sqs: receiving from %q: %w", r.topic, err)
 		}
-		if len(out.Messages) == 0 {
-			// Short polling (wait=0), or a service answering at once: do not
-			// spin on an empty queue.
-			if idle := minEmptyPoll - time.Since(callStart); idle > 0 {
-				t := time.NewTimer(idle)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return nil, ctx.Err()
-				}
-			}
-			continue
-		}
-		now := time.Now()
-		batch := make([]driver.Received, len(out.Messages))
-		for i, sm := range out.Messages {
-			batch[i] = r.toReceived(url, sm, now)
-		}
-		return batch, nil
+		return nil, nil
 	}
+	now := time.Now()
+	batch := make([]driver.Received, len(out.Messages))
+	for i, sm := range out.Messages {
+		batch[i] = r.toReceived(url, sm, now)
+	}
+	return batch, nil
 }
 
 // reprovision finds (or creates) the queue again after it went missing.
