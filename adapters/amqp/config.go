@@ -209,7 +209,7 @@ func ParseURL(u *url.URL) (Config, error) {
 	cfg.Confirm = p.Bool("confirm", true)
 	cfg.Mandatory = p.Bool("mandatory", cfg.Confirm)
 	cfg.PublishChannels = p.Int("publish_channels", DefaultPublishChannels, 1)
-	cfg.MaxBytes = p.Int("max_bytes", DefaultMaxBytes, 1)
+	cfg.MaxBytes = p.Size("max_bytes", DefaultMaxBytes, 1)
 	cfg.Heartbeat = p.Duration("heartbeat", DefaultHeartbeat)
 	cfg.ConnectTimeout = p.Duration("connect_timeout", DefaultConnectTimeout)
 	cfg.ReconnectMin = p.Duration("reconnect_min", DefaultReconnectMin)

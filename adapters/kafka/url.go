@@ -83,7 +83,7 @@ func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, e
 	}
 	pc.Linger = p.Duration("linger", 0)
 	pc.Compression = p.Enum("compression", "snappy", "none", "gzip", "snappy", "lz4", "zstd")
-	pc.MaxMessageBytes = p.Int("max_bytes", DefaultMaxMessageBytes, 1)
+	pc.MaxMessageBytes = p.Size("max_bytes", DefaultMaxMessageBytes, 1)
 	pc.DeliveryTimeout = p.Duration("delivery_timeout", 0)
 	pc.TransactionalID = p.String("transactional_id", "")
 	pc.TransactionTimeout = p.Duration("transaction_timeout", 0)
@@ -97,7 +97,7 @@ func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, e
 	sc.HeartbeatInterval = p.Duration("heartbeat_interval", DefaultHeartbeat)
 	sc.RebalanceTimeout = p.Duration("rebalance_timeout", DefaultRebalanceTimeout)
 	sc.FetchMaxWait = p.Duration("fetch_max_wait", DefaultFetchMaxWait)
-	sc.FetchMaxBytes = p.Int("fetch_max_bytes", DefaultFetchMaxBytes, 1)
+	sc.FetchMaxBytes = p.Size("fetch_max_bytes", DefaultFetchMaxBytes, 1)
 	sc.Balancer = p.Enum("balancer", "cooperative-sticky", "cooperative-sticky", "sticky", "range", "roundrobin")
 	sc.CommitInterval = p.Duration("commit_interval", 0)
 	sc.MaxUncommitted = p.Int("max_uncommitted", DefaultMaxUncommitted, 1)

@@ -2,10 +2,12 @@ package kafka_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/adapters/kafka"
 	"github.com/go-relay/relay/internal/urlopt/urlopttest"
 )
 
@@ -25,4 +27,21 @@ func TestURLGroupOnlyForSubscribers(t *testing.T) {
 		t.Errorf("publisher URL: %v", err)
 	}
 	urlopttest.NamesParam(t, "subscriber without group", relay.CheckSubscriberURL("kafka://127.0.0.1:1?acks=all"), "group")
+}
+
+// TestURLSizesTakeUnits: fetch_max_bytes and max_bytes read binary units
+// as inflight_bytes does.
+func TestURLSizesTakeUnits(t *testing.T) {
+	u, _ := url.Parse("kafka://127.0.0.1:9092?group=g&fetch_max_bytes=8MiB&max_bytes=512KiB")
+	sc, err := kafka.ParseSubscriberURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := kafka.ParsePublisherURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.FetchMaxBytes != 8<<20 || pc.MaxMessageBytes != 512<<10 {
+		t.Fatalf("fetch_max_bytes %d, max_bytes %d; want %d and %d", sc.FetchMaxBytes, pc.MaxMessageBytes, 8<<20, 512<<10)
+	}
 }

@@ -17,7 +17,7 @@ type opener struct{}
 // whose values are still checked. subscriber adds the group requirement.
 func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, error) {
 	p := urlopt.New(u)
-	pc := PublisherConfig{MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
+	pc := PublisherConfig{MaxBytes: p.Size("max_bytes", DefaultMaxBytes, 1)}
 	sc := SubscriberConfig{
 		Group:         p.String("group", ""),
 		InFlight:      p.Int("inflight", 64, 1),

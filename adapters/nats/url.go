@@ -91,7 +91,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		Replicas:        p.Int("replicas", 1, 1),
 		MaxAge:          p.Duration("max_age", 0),
 		MaxMsgs:         int64(p.Int("max_msgs", 0, 0)),
-		MaxBytes:        int64(p.Int("max_bytes", 0, 0)),
+		MaxBytes:        int64(p.Size("max_bytes", 0, 0)),
 		DuplicateWindow: p.Duration("duplicate_window", DefaultDuplicateWindow),
 	}
 	if c.stream.MaxAge < 0 {

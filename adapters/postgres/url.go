@@ -58,7 +58,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if err := checkSchema(schema); err != nil {
 		p.Fail("schema", "%q is not a lower-case SQL identifier of at most 57 bytes (letters, digits, _)", schema)
 	}
-	c.pub = PublisherConfig{Schema: schema, MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1)}
+	c.pub = PublisherConfig{Schema: schema, MaxBytes: p.Size("max_bytes", DefaultMaxBytes, 1)}
 	if c.pub.MaxBytes > maxBytesLimit {
 		p.Fail("max_bytes", "%d exceeds the adapter's limit of %d (512 MiB)", c.pub.MaxBytes, maxBytesLimit)
 	}

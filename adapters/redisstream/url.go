@@ -47,7 +47,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	prefix := p.String("prefix", "")
 	c.pub = PublisherConfig{
 		Prefix:   prefix,
-		MaxBytes: p.Int("max_bytes", DefaultMaxBytes, 1),
+		MaxBytes: p.Size("max_bytes", DefaultMaxBytes, 1),
 		MaxLen:   int64(p.Int("maxlen", 0, 0)),
 		MaxAge:   p.Duration("maxage", 0),
 	}

@@ -352,7 +352,7 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 	c.Retention = seconds(p, "retention", 0, false)
 	c.FIFO = p.Bool("fifo", false)
 	c.FIFOHighThroughput = p.Bool("fifo_high_throughput", false)
-	c.MaxBytes = p.Int("max_bytes", DefaultMaxBytes, 1)
+	c.MaxBytes = p.Size("max_bytes", DefaultMaxBytes, 1)
 	c.SendConcurrency = p.Int("send_concurrency", DefaultSendConcurrency, 1)
 	c.NoBatchCalls = !p.Bool("batch_calls", true)
 	c.Group = p.String("group", "")

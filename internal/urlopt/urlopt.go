@@ -150,6 +150,30 @@ func (p *Params) Err() error {
 	return errors.Join(errs...)
 }
 
+// Size is Int for a size in bytes: it also takes a binary unit, as Bytes
+// does ("1048576", "512KiB", "16MiB"), so that every *bytes parameter
+// reads the same way; min bounds it from below ("0" is accepted when min
+// is 0).
+func (p *Params) Size(name string, def, min int) int {
+	v, ok := p.one(name)
+	if !ok {
+		return def
+	}
+	if strings.TrimSpace(v) == "0" && min <= 0 {
+		return 0
+	}
+	n, err := driver.ParseBytes(v)
+	if err != nil {
+		p.fail(name, err.Error())
+		return def
+	}
+	if int(n) < min {
+		p.fail(name, fmt.Sprintf("%d is below the minimum %d", n, min))
+		return def
+	}
+	return int(n)
+}
+
 // Bytes returns a byte count like "1048576", "512KiB", "64MiB" or "1GiB"
 // (binary units; "B" for bytes is allowed), or def. Zero and negative
 // counts are refused: a parameter given means a bound.

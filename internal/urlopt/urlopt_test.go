@@ -59,3 +59,38 @@ func TestIntMinimum(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestSizeTakesUnits: a size parameter reads plain byte counts and binary
+// units alike, accepts "0" only where the minimum allows it, and names the
+// parameter when the value is not a size.
+func TestSizeTakesUnits(t *testing.T) {
+	u, _ := url.Parse("x://h?a=16MiB&b=1048576&c=512KiB&z=0")
+	p := New(u)
+	if got := p.Size("a", 1, 1); got != 16<<20 {
+		t.Errorf("a = %d; want %d", got, 16<<20)
+	}
+	if got := p.Size("b", 1, 1); got != 1<<20 {
+		t.Errorf("b = %d; want %d", got, 1<<20)
+	}
+	if got := p.Size("c", 1, 1); got != 512<<10 {
+		t.Errorf("c = %d; want %d", got, 512<<10)
+	}
+	if got := p.Size("z", 9, 0); got != 0 {
+		t.Errorf("z = %d; want 0", got)
+	}
+	if got := p.Size("absent", 7, 1); got != 7 {
+		t.Errorf("absent = %d; want the default 7", got)
+	}
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"max_bytes=0", "max_bytes=12XB", "max_bytes=-5", "max_bytes=100"} {
+		u, _ := url.Parse("x://h?" + q)
+		p := New(u)
+		p.Size("max_bytes", 1<<20, 1024)
+		err := p.Err()
+		if err == nil || !errors.Is(err, relay.ErrBadURL) || !strings.Contains(err.Error(), `"max_bytes"`) {
+			t.Errorf("%s: err = %v; want a bad URL naming max_bytes", q, err)
+		}
+	}
+}
