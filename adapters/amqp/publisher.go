@@ -14,12 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
 )
-
-// maxRefusals bounds retries of a batch after channel-level refusals
-// (exchange deleted under us and the like).
-const maxRefusals = 3
 
 // Publisher is a relay.Publisher for RabbitMQ. It is safe for concurrent
 // use; see Config for its options and NewPublisher for its behaviour.
@@ -49,9 +44,9 @@ func (p *Publisher) State() State { return p.d.sup.State() }
 // confirmed them all. A message returned as unroutable fails with
 // ErrUnroutable; a broker nack with ErrNacked; such failures are reported
 // as a *relay.PublishError naming the messages. When the connection drops,
-// Publish waits for the reconnect (within ctx) and publishes the
-// unconfirmed messages again, so a message may reach the broker twice
-// (at-least-once).
+// Publish waits for the reconnect (within ctx) and the shared layer
+// publishes the unconfirmed messages again, so a message may reach the
+// broker twice (at-least-once).
 func NewPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 	if err := cfg.validate(rolePublisher); err != nil {
 		return nil, err
@@ -346,106 +341,103 @@ type sendPlan struct {
 	enc     func(*relay.Message) amqp091.Publishing // the encoding
 }
 
-// sendTo publishes msgs to exchange ex, which ensureExchange declares (and
-// ensure, when given, whatever else they need), and returns the messages
-// that failed. A dropped connection or channel is waited out (within ctx)
-// and the unconfirmed messages are published again.
+// sendTo makes one attempt to publish msgs to exchange ex, which
+// ensureExchange declares (and ensure, when given, whatever else they
+// need), and returns the messages that failed. Failures that another
+// attempt may fix are marked driver.Retryable, and the shared layer sends
+// those messages again with its backoff: a connection or channel that
+// could not be had (the supervisor reconnects meanwhile), a channel that
+// went away before the broker confirmed (its messages count as lost, not
+// refused), a transient refusal of a declaration. Refusals that would
+// meet every attempt (access, preconditions) are final.
 func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Message) []relay.MessageFailure {
-	topic, ex, ensure := plan.topic, plan.ex, plan.ensure
-	pending := make([]*relay.Message, len(msgs))
-	copy(pending, msgs)
+	topic, ex := plan.topic, plan.ex
 	var failed []relay.MessageFailure
-	bo := backoff.Backoff{Initial: d.cfg.ReconnectMin, Max: d.cfg.ReconnectMax}
-	refusals := 0
-	var lastErr, notConfirmed error
-	giveUp := func(err error) []relay.MessageFailure {
-		for _, m := range pending {
+	fail := func(ms []*relay.Message, err error) []relay.MessageFailure {
+		for _, m := range ms {
 			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
 		}
 		return failed
 	}
-	for len(pending) > 0 {
-		if lastErr != nil {
-			if !bo.Sleep(ctx) {
-				return giveUp(fmt.Errorf("%w (last error: %v)", ctx.Err(), lastErr))
-			}
+	// final reports whether err ends the attempt for good: ctx is done,
+	// the publisher closed, or the broker refused for a reason a retry
+	// would meet again.
+	final := func(err error) bool {
+		return ctx.Err() != nil || errors.Is(err, relay.ErrClosed) || isPermanent(err)
+	}
+	pc, err := plan.channel(ctx)
+	if err == nil && !plan.reply {
+		err = d.ensureExchange(ctx, pc, d.names.exchange(topic))
+	}
+	if err == nil && plan.ensure != nil {
+		err = plan.ensure(ctx, pc)
+	}
+	if err != nil {
+		if final(err) {
+			return fail(msgs, err)
 		}
-		pc, err := plan.channel(ctx)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
-				return giveUp(err)
-			}
-			lastErr = err
-			continue
-		}
-		if !plan.reply {
-			err = d.ensureExchange(ctx, pc, d.names.exchange(topic))
-		}
-		if err == nil && ensure != nil {
-			err = ensure(ctx, pc)
-		}
-		if err != nil {
-			if isPermanent(err) || ctx.Err() != nil || errors.Is(err, relay.ErrClosed) {
-				return giveUp(err)
-			}
-			lastErr = err
-			continue
-		}
-		res := pc.send(ctx, ex, len(pending), func(i int) (string, amqp091.Publishing) {
-			p := plan.enc(pending[i])
-			if plan.replyTo != "" {
-				p.ReplyTo = plan.replyTo
-			}
-			if plan.reply {
-				return topic, p
-			}
-			return pending[i].Key, p
-		})
-		var next []*relay.Message
-		for i, m := range pending {
-			switch res.status[i] {
-			case stOK:
-			case stUnroutable:
-				if plan.reply {
-					continue
-				}
-				r := res.returns[i]
-				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
-					MessageID: m.ID, Topic: topic, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
-				if ensure != nil {
-					// A due queue went away (deleted by hand): declare the
-					// due topology again on the next publish.
-					d.forgetExchange(d.names.exchange(topic))
-				}
-			case stNacked:
-				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
-			case stPending:
-				if notConfirmed == nil {
-					notConfirmed = res.waitErr
-					if notConfirmed == nil {
-						notConfirmed = fmt.Errorf("relay/amqp: not confirmed: %w", ctxErr(ctx))
-					}
-				}
-				failed = append(failed, relay.MessageFailure{ID: m.ID, Err: notConfirmed})
-			default: // stLost: the channel or connection went away
-				next = append(next, m)
-			}
-		}
-		pending = next
-		if len(pending) == 0 {
-			break
-		}
-		lastErr = res.chanErr
-		if isNotFound(lastErr) {
+		if isNotFound(err) {
 			d.forgetExchange(d.names.exchange(topic))
 		}
-		if isPermanent(lastErr) || isNotFound(lastErr) {
-			if refusals++; refusals > maxRefusals || isPermanent(lastErr) {
-				return giveUp(fmt.Errorf("relay/amqp: publishing to exchange %q: %w", ex, lastErr))
+		return fail(msgs, driver.Retryable(err))
+	}
+	res := pc.send(ctx, ex, len(msgs), func(i int) (string, amqp091.Publishing) {
+		p := plan.enc(msgs[i])
+		if plan.replyTo != "" {
+			p.ReplyTo = plan.replyTo
+		}
+		if plan.reply {
+			return topic, p
+		}
+		return msgs[i].Key, p
+	})
+	var lost []*relay.Message
+	var notConfirmed error
+	for i, m := range msgs {
+		switch res.status[i] {
+		case stOK:
+		case stUnroutable:
+			if plan.reply {
+				continue
 			}
+			r := res.returns[i]
+			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: &UnroutableError{
+				MessageID: m.ID, Topic: topic, Exchange: r.Exchange, RoutingKey: r.RoutingKey, ReplyCode: r.ReplyCode, ReplyText: r.ReplyText}})
+			if plan.ensure != nil {
+				// A due queue went away (deleted by hand): declare the
+				// due topology again on the next publish.
+				d.forgetExchange(d.names.exchange(topic))
+			}
+		case stNacked:
+			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: ErrNacked})
+		case stPending:
+			if notConfirmed == nil {
+				notConfirmed = res.waitErr
+				if notConfirmed == nil {
+					notConfirmed = fmt.Errorf("relay/amqp: not confirmed: %w", ctxErr(ctx))
+				}
+			}
+			failed = append(failed, relay.MessageFailure{ID: m.ID, Err: notConfirmed})
+		default: // stLost: the channel or connection went away
+			lost = append(lost, m)
 		}
 	}
-	return failed
+	if len(lost) == 0 {
+		return failed
+	}
+	why := fmt.Errorf("relay/amqp: publishing to exchange %q: %w", ex, res.chanErr)
+	if isNotFound(res.chanErr) {
+		// The exchange was deleted under us: the next attempt declares it
+		// again. A direct reply-to address has nothing to declare.
+		d.forgetExchange(d.names.exchange(topic))
+		if plan.reply {
+			return fail(lost, why)
+		}
+	}
+	if final(res.chanErr) {
+		return fail(lost, why)
+	}
+	return fail(lost, driver.Retryable(why))
 }
 
 // result turns failures into Publish's error: nil, a plain error when every
