@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -132,6 +133,7 @@ func BenchmarkRoute(b *testing.B) {
 				benchMessages = routeMessages(b, from, to)
 				var rawConsume, rawPublish, consume, bulk, single, fwd float64
 				var rawConsumeCalls, rawPublishCalls, srcCalls, dstCalls int64
+				var rawConsumeBusy, rawPublishBusy, fwdBusy time.Duration
 				for round := range b.N {
 					rc := measureRawConsume(b, from)
 					rp := measureRawPublish(b, to)
@@ -142,6 +144,7 @@ func BenchmarkRoute(b *testing.B) {
 					rawConsume, rawPublish, consume, bulk, single, fwd = rawConsume+rc.rate, rawPublish+rp.rate, consume+c, bulk+pb, single+ps, fwd+fc.rate
 					rawConsumeCalls += rc.calls
 					rawPublishCalls += rp.calls
+					rawConsumeBusy, rawPublishBusy, fwdBusy = rawConsumeBusy+rc.busy, rawPublishBusy+rp.busy, fwdBusy+fc.busy
 					b.Logf("round %d: raw consume %.0f, raw publish %.0f, consume %.0f, publish-batch %.0f, publish-single %.0f, forward %.0f msg/s",
 						round+1, rc.rate, rp.rate, c, pb, ps, fc.rate)
 					if fc.src != nil {
@@ -167,6 +170,19 @@ func BenchmarkRoute(b *testing.B) {
 				b.ReportMetric(fwd/min(consume, single), "ratio-single")
 				b.ReportMetric(consume/rawConsume, "consume/raw")
 				b.ReportMetric(bulk/rawPublish, "publish/raw")
+				// What the machine can do at all: forwarding costs at least
+				// the CPU of consuming plus that of publishing, on cores
+				// that the brokers, the raw ends and the bridge share here.
+				if rawConsumeBusy+rawPublishBusy > 0 {
+					all := b.N * benchMessages
+					rcCPU, rpCPU, fwdCPU := perMessage(rawConsumeBusy, all), perMessage(rawPublishBusy, all), perMessage(fwdBusy, all)
+					ceiling := float64(runtime.NumCPU()) * 1e6 / (rcCPU + rpCPU)
+					b.ReportMetric(rcCPU, "raw-consume-cpu-µs/msg")
+					b.ReportMetric(rpCPU, "raw-publish-cpu-µs/msg")
+					b.ReportMetric(fwdCPU, "forward-cpu-µs/msg")
+					b.ReportMetric(ceiling, "cpu-ceiling-msg/s")
+					b.ReportMetric(fwd/min(rawConsume, rawPublish, ceiling), "ratio-ceiling")
+				}
 				msgs := n * float64(benchMessages)
 				if from.name == "sqs" {
 					b.ReportMetric(float64(srcCalls)/msgs, "src-http-calls/msg")
@@ -309,13 +325,16 @@ func BenchmarkRouteGuarantee(b *testing.B) {
 // relay.ExactlyOnce, from and to must be one Kafka cluster; the source
 // gets a transactional_id.
 func measureForward(b *testing.B, from, to benchBackend, g relay.Guarantee) float64 {
-	return runForward(b, from, to, g, from.subURL("bridge"), to.pubURL)
+	rate, _ := runForward(b, from, to, g, from.subURL("bridge"), to.pubURL)
+	return rate
 }
 
 // runForward is measureForward with the bridge's source and destination
 // opened at srcURL and dstURL (from's and to's, or the same through a
-// proxy); provisioning and filling use from and to.
-func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, dstURL string) float64 {
+// proxy); provisioning and filling use from and to. Beside the rate it
+// returns the machine's busy CPU time from the first message forwarded to
+// the last, the span of the rate (see machineBusy).
+func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, dstURL string) (float64, time.Duration) {
 	run := benchID()
 	in, out := "bench-in-"+run, "bench-out-"+run
 	defer from.raw.drop(in, "bridge")
@@ -338,6 +357,7 @@ func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, 
 	if err != nil {
 		b.Fatal(err)
 	}
+	var busy time.Duration // machineBusy at the first message forwarded
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- br.Run(ctx) }()
@@ -349,7 +369,7 @@ func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, 
 	for {
 		n := forwarded(b, reg)
 		if n > 0 && start.IsZero() {
-			start, first = time.Now(), n
+			start, first, busy = time.Now(), n, machineBusy()
 		}
 		if n >= float64(benchMessages) {
 			break
@@ -360,11 +380,12 @@ func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, 
 		time.Sleep(time.Millisecond)
 	}
 	rate := (float64(benchMessages) - first) / time.Since(start).Seconds()
+	busy = machineBusy() - busy
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	return rate
+	return rate, busy
 }
 
 func forwarded(b *testing.B, reg *prometheus.Registry) float64 {

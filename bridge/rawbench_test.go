@@ -45,11 +45,14 @@ import (
 // rawGroup is the group (queue, consumer group) the raw consumers read as.
 const rawGroup = "raw"
 
-// rawResult is one raw measurement: its rate and, for SQS, how many HTTP
-// calls it made (-1 otherwise).
+// rawResult is one raw measurement: its rate, for SQS how many HTTP
+// calls it made (-1 otherwise), and the machine's busy CPU time over the
+// timed part (machineBusy): a drain's from its first message on, as its
+// rate.
 type rawResult struct {
 	rate  float64
 	calls int64
+	busy  time.Duration
 }
 
 type rawBackend interface {
@@ -84,7 +87,10 @@ func measureRawPublish(b *testing.B, be benchBackend) rawResult {
 	defer be.raw.drop(topic, "g")
 	sub := provisioned(b, be, topic, "g") // so that the messages are kept (and routable)
 	_ = sub.Close()
-	return be.raw.publish(b, topic, 100, 4)
+	busy := machineBusy()
+	r := be.raw.publish(b, topic, 100, 4)
+	r.busy = machineBusy() - busy
+	return r
 }
 
 // runParallel splits benchMessages into batches of batch taken by workers
@@ -152,6 +158,7 @@ func (r *rawRedis) consume(b *testing.B, topic, group string, window int) rawRes
 	ctx := context.Background()
 	ids := make([]string, 0, window)
 	var start time.Time
+	var busy time.Duration // machineBusy at start
 	got, first := 0, 0
 	for got < benchMessages {
 		res, err := r.c.XReadGroup(ctx, &redis.XReadGroupArgs{
@@ -168,14 +175,14 @@ func (r *rawRedis) consume(b *testing.B, topic, group string, window int) rawRes
 			ids = append(ids, m.ID)
 		}
 		if got == 0 {
-			start, first = time.Now(), len(ids)
+			start, first, busy = time.Now(), len(ids), machineBusy()
 		}
 		if err := r.c.XAck(ctx, topic, group, ids...).Err(); err != nil {
 			b.Fatal(err)
 		}
 		got += len(ids)
 	}
-	return rawResult{drainRate(got, first, start), -1}
+	return rawResult{rate: drainRate(got, first, start), calls: -1, busy: machineBusy() - busy}
 }
 
 // publish: one pipeline of batch XADDs (ID and payload fields, as relay
@@ -200,7 +207,7 @@ func (r *rawRedis) publish(b *testing.B, topic string, batch, workers int) rawRe
 		}
 		return nil
 	})
-	return rawResult{rate, -1}
+	return rawResult{rate: rate, calls: -1}
 }
 
 func (r *rawRedis) drop(topic string, _ ...string) { r.c.Del(context.Background(), topic) }
@@ -267,6 +274,7 @@ func (r *rawAMQP) consume(b *testing.B, topic, group string, window int) rawResu
 		panic("unreachable")
 	}
 	var start time.Time
+	var busy time.Duration // machineBusy at start
 	got, first := 0, 0
 	for got < benchMessages {
 		last := next()
@@ -287,14 +295,14 @@ func (r *rawAMQP) consume(b *testing.B, topic, group string, window int) rawResu
 			b.Fatalf("delivery of %d bytes, want %d", len(last.Body), benchPayload)
 		}
 		if got == 0 {
-			start, first = time.Now(), n
+			start, first, busy = time.Now(), n, machineBusy()
 		}
 		if err := last.Ack(true); err != nil {
 			b.Fatal(err)
 		}
 		got += n
 	}
-	return rawResult{drainRate(got, first, start), -1}
+	return rawResult{rate: drainRate(got, first, start), calls: -1, busy: machineBusy() - busy}
 }
 
 // publish: each worker has its own channel in confirm mode and publishes
@@ -340,7 +348,7 @@ func (r *rawAMQP) publish(b *testing.B, topic string, batch, workers int) rawRes
 		}
 		return nil
 	})
-	return rawResult{rate, -1}
+	return rawResult{rate: rate, calls: -1}
 }
 
 func (r *rawAMQP) drop(topic string, groups ...string) {
@@ -390,6 +398,7 @@ func (r *rawKafka) consume(b *testing.B, topic, group string, window int) rawRes
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var start time.Time
+	var busy time.Duration // machineBusy at start
 	got, first := 0, 0
 	for got < benchMessages {
 		fs := cl.PollRecords(ctx, window)
@@ -403,7 +412,7 @@ func (r *rawKafka) consume(b *testing.B, topic, group string, window int) rawRes
 			continue
 		}
 		if got == 0 {
-			start, first = time.Now(), n
+			start, first, busy = time.Now(), n, machineBusy()
 		}
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			b.Fatal(err)
@@ -411,7 +420,7 @@ func (r *rawKafka) consume(b *testing.B, topic, group string, window int) rawRes
 		cl.AllowRebalance()
 		got += n
 	}
-	return rawResult{drainRate(got, first, start), -1}
+	return rawResult{rate: drainRate(got, first, start), calls: -1, busy: machineBusy() - busy}
 }
 
 // publish: ProduceSync of each batch, with relay's producer defaults
@@ -432,7 +441,7 @@ func (r *rawKafka) publish(b *testing.B, topic string, batch, workers int) rawRe
 		}
 		return cl.ProduceSync(ctx, recs...).FirstErr()
 	})
-	return rawResult{rate, -1}
+	return rawResult{rate: rate, calls: -1}
 }
 
 func (r *rawKafka) drop(string, ...string) {} // kfake lives as long as the process
@@ -486,7 +495,7 @@ func (r *rawSQS) consume(b *testing.B, topic, _ string, _ int) rawResult {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var got, first atomic.Int64
-	var startNs atomic.Int64
+	var startNs, startBusy atomic.Int64
 	var wg sync.WaitGroup
 	for range relaysqs.DefaultPollers {
 		wg.Add(1)
@@ -506,6 +515,7 @@ func (r *rawSQS) consume(b *testing.B, topic, _ string, _ int) rawResult {
 				}
 				if startNs.CompareAndSwap(0, time.Now().UnixNano()) {
 					first.Store(int64(len(out.Messages)))
+					startBusy.Store(int64(machineBusy()))
 				}
 				entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
 				for i, m := range out.Messages {
@@ -529,10 +539,10 @@ func (r *rawSQS) consume(b *testing.B, topic, _ string, _ int) rawResult {
 	if n := got.Load(); n < int64(benchMessages) {
 		b.Fatalf("consumed %d of %d", n, benchMessages)
 	}
-	end := time.Now()
+	end, busy := time.Now(), machineBusy()-time.Duration(startBusy.Load())
 	start := time.Unix(0, startNs.Load())
 	rate := float64(got.Load()-first.Load()) / end.Sub(start).Seconds()
-	return rawResult{rate, calls.total()}
+	return rawResult{rate: rate, calls: calls.total(), busy: busy}
 }
 
 // publish: each batch of 100 as ten concurrent SendMessageBatch calls of
@@ -571,7 +581,7 @@ func (r *rawSQS) publish(b *testing.B, topic string, batch, workers int) rawResu
 		close(errs)
 		return <-errs
 	})
-	return rawResult{rate, calls.total()}
+	return rawResult{rate: rate, calls: calls.total()}
 }
 
 func (r *rawSQS) drop(topic string, _ ...string) {
@@ -702,6 +712,7 @@ func countingProxy(b *testing.B, target string) (string, *callCounter) {
 // ends (nil for the others).
 type forwardCalls struct {
 	rate     float64
+	busy     time.Duration // the machine's busy CPU time (machineBusy)
 	src, dst *callCounter
 }
 
@@ -722,7 +733,7 @@ func measureForwardCounted(b *testing.B, from, to benchBackend) forwardCalls {
 		ep, fc.dst = countingProxy(b, sqsSvc.Endpoint)
 		dstURL = testenv.WithParams(dstURL, "endpoint", ep)
 	}
-	fc.rate = runForward(b, from, to, relay.AtLeastOnce, srcURL, dstURL)
+	fc.rate, fc.busy = runForward(b, from, to, relay.AtLeastOnce, srcURL, dstURL)
 	// A call moves at most ten messages: fewer calls than that through a
 	// proxy mean the bridge's calls went around it.
 	if fc.src != nil && fc.src.get("ReceiveMessage") < int64(benchMessages/10) {
