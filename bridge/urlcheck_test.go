@@ -122,7 +122,7 @@ func TestValidateChecksEndpointParameters(t *testing.T) {
 	want := []string{
 		`b.yaml:3:17: routes[0].from.url: route "orders": parameter "confrim": unknown parameter`,
 		`b.yaml:4:15: routes[0].to.url: route "orders": parameter "prefetch": unknown parameter`,
-		`b.yaml:5:19: routes[0].poison.url: route "orders": parameter "max_bytes": "x" is not an integer`,
+		`b.yaml:5:19: routes[0].poison.url: route "orders": parameter "max_bytes": "x" is not a positive byte count such as 1048576, 512KiB or 64MiB`,
 		// The bridge's own message for a group on sqs://, not the adapter's as well.
 		`b.yaml:7:61: routes[1].from.group: not used with sqs:// (the queue is the unit of competing consumers); use sns:// to give each group its own queue`,
 		`b.yaml:8:15: routes[1].to.url: route "audit": parameter "acks": "some" is not one of all, leader, none`,
