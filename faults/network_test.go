@@ -219,12 +219,7 @@ func noLeaks(t *testing.T) {
 		// The goroutine waiting for goaws, started by the first SQS
 		// scenario, lives until TestMain stops goaws.
 		goaws := goleak.IgnoreAnyFunction("github.com/go-relay/relay/internal/testenv.(*SQSService).run.func1")
-		// toxiproxy (the test's proxy, not relay) can leave a link's
-		// goroutine blocked when a toxic is removed as its connection
-		// closes; that goroutine says nothing about relay's clients.
-		stub := goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run")
-		link := goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/stream.(*ChanWriter).Write")
-		if err := goleak.Find(ignore, goaws, stub, link); err != nil {
+		if err := goleak.Find(append(testenv.ProxyGoroutines(), ignore, goaws)...); err != nil {
 			t.Errorf("goroutines left behind: %v", err)
 		}
 	})

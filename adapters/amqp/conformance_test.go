@@ -14,7 +14,7 @@ import (
 	"github.com/go-relay/relay/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.ProxyGoroutines()...) }
 
 func harness(t *testing.T, c *cleaner, kv ...string) adaptertest.Harness {
 	base := brokerURL(t)

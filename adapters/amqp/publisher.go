@@ -365,6 +365,14 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 	final := func(err error) bool {
 		return ctx.Err() != nil || errors.Is(err, relay.ErrClosed) || isPermanent(err)
 	}
+	// atEnd is err as a final failure: when ctx ended, in the shape the
+	// shared publisher gives failures that outlived ctx, wrapping both.
+	atEnd := func(err error) error {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			return fmt.Errorf("relay/amqp: %w (last error: %w)", cerr, err)
+		}
+		return err
+	}
 	pc, err := plan.channel(ctx)
 	if err == nil && !plan.reply {
 		err = d.ensureExchange(ctx, pc, d.names.exchange(topic))
@@ -374,7 +382,7 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 	}
 	if err != nil {
 		if final(err) {
-			return fail(msgs, err)
+			return fail(msgs, atEnd(err))
 		}
 		if isNotFound(err) {
 			d.forgetExchange(d.names.exchange(topic))
@@ -435,7 +443,7 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 		}
 	}
 	if final(res.chanErr) {
-		return fail(lost, why)
+		return fail(lost, atEnd(why))
 	}
 	return fail(lost, driver.Retryable(why))
 }

@@ -21,10 +21,10 @@ import (
 var testSchema = "relay_test_" + strings.ToLower(strings.ReplaceAll(relay.NewID(), "-", "")[20:])
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+	goleak.VerifyTestMain(m, append(testenv.ProxyGoroutines(), goleak.Cleanup(func(code int) {
 		dropSchema()
 		os.Exit(code)
-	}))
+	}))...)
 }
 
 func dropSchema() {

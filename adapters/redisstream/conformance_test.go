@@ -10,7 +10,7 @@ import (
 	"github.com/go-relay/relay/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.ProxyGoroutines()...) }
 
 func TestConformance(t *testing.T) {
 	base := redisURL(t)

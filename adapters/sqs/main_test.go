@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		svc.Stop()
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := goleak.Find(testenv.ProxyGoroutines()...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

@@ -3,6 +3,8 @@ package testenv
 import (
 	"net/url"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // ProxyURL starts a FaultProxy in front of the host:port of rawURL and
@@ -21,4 +23,16 @@ func ProxyURL(t testing.TB, rawURL string) (string, *FaultProxy) {
 	p := NewFaultProxy(t, u.Host)
 	u.Host = p.Addr()
 	return u.String(), p
+}
+
+// ProxyGoroutines are the goleak options that ignore toxiproxy's own
+// goroutines: a proxy (the test's, not relay's) can leave a link's
+// goroutine blocked for a moment after a toxic is removed as its
+// connection closes, which says nothing about relay's clients. Pass them
+// to goleak in every package whose tests use ProxyURL.
+func ProxyGoroutines() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
+		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/stream.(*ChanWriter).Write"),
+	}
 }
