@@ -359,19 +359,14 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 		}
 		return failed
 	}
-	// final reports whether err ends the attempt for good: ctx is done,
-	// the publisher closed, or the broker refused for a reason a retry
-	// would meet again.
+	// final reports whether err ends the attempt for good: the publisher
+	// closed, the broker refused for a reason a retry would meet again, or
+	// err is ctx's own. Anything else is marked Retryable even when ctx
+	// has ended meanwhile: the shared publisher then reports it as
+	// "<ctx error> (last error: err)", wrapping both.
 	final := func(err error) bool {
-		return ctx.Err() != nil || errors.Is(err, relay.ErrClosed) || isPermanent(err)
-	}
-	// atEnd is err as a final failure: when ctx ended, in the shape the
-	// shared publisher gives failures that outlived ctx, wrapping both.
-	atEnd := func(err error) error {
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-			return fmt.Errorf("relay/amqp: %w (last error: %w)", cerr, err)
-		}
-		return err
+		return errors.Is(err, relay.ErrClosed) || isPermanent(err) ||
+			(ctx.Err() != nil && errors.Is(err, ctx.Err()))
 	}
 	pc, err := plan.channel(ctx)
 	if err == nil && !plan.reply {
@@ -382,7 +377,7 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 	}
 	if err != nil {
 		if final(err) {
-			return fail(msgs, atEnd(err))
+			return fail(msgs, err)
 		}
 		if isNotFound(err) {
 			d.forgetExchange(d.names.exchange(topic))
@@ -443,7 +438,7 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 		}
 	}
 	if final(res.chanErr) {
-		return fail(lost, atEnd(why))
+		return fail(lost, why)
 	}
 	return fail(lost, driver.Retryable(why))
 }
