@@ -57,6 +57,17 @@ func TestSettleBatchWholeWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Ack only once the whole window is held: an ack while nothing else
+	// is held yet is sent at once, by design, which is not what this
+	// test is about.
+	waitHeld := func() {
+		for deadline := time.Now().Add(10 * time.Second); len(ch) < window; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d messages delivered", len(ch), window)
+			}
+		}
+	}
+	waitHeld()
 	for i := range window {
 		if err := (<-ch).Ack(); err != nil {
 			t.Fatal(err)
@@ -67,7 +78,8 @@ func TestSettleBatchWholeWindow(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	for range window { // the second window, claimed after the flush
+	waitHeld() // the second window, claimed after the flush
+	for range window {
 		if err := (<-ch).Ack(); err != nil {
 			t.Fatal(err)
 		}
