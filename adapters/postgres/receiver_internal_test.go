@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func TestSettleWakesWaitingReceive(t *testing.T) {
 		return n == 0
 	})
 	cancel()
-	if err := <-done; err != context.Canceled {
+	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Receive returned %v after its ctx was cancelled", err)
 	}
 	if err := r.Close(ctx); err != nil {
