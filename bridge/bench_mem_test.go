@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // BenchmarkForwardMem measures the bridge's own cost: a route forwarding
@@ -17,7 +18,26 @@ import (
 // counters, the batcher). Compare builds with:
 //
 //	go test -run '^$' -bench BenchmarkForwardMem -benchmem -count 5 ./bridge
-func BenchmarkForwardMem(b *testing.B) {
+func BenchmarkForwardMem(b *testing.B) { forwardMem(b, nil) }
+
+// BenchmarkForwardMemDedup is BenchmarkForwardMem on a route with dedup,
+// so that what it measures beyond BenchmarkForwardMem is the dedup
+// store's cost: every message is reserved before its batch is published
+// and committed after. store=redis uses the shared Redis (a real round
+// trip per store call):
+//
+//	go test -run '^$' -bench BenchmarkForwardMemDedup -benchtime 20000x -count 3 ./bridge
+func BenchmarkForwardMemDedup(b *testing.B) {
+	b.Run("store=memory", func(b *testing.B) { forwardMem(b, &bridge.Dedup{Store: "memory"}) })
+	b.Run("store=redis", func(b *testing.B) {
+		testenv.HoldBroker(b, "redis")
+		forwardMem(b, &bridge.Dedup{Store: testenv.Redis(b), TTL: time.Minute})
+	})
+}
+
+// forwardMem forwards b.N messages between two mem:// brokers on a route
+// with dedup (nil: none).
+func forwardMem(b *testing.B, dedup *bridge.Dedup) {
 	src, dst := "mem://"+uniq("bench-a"), "mem://"+uniq("bench-b")
 	provisionB(b, src, "bridge", "in")
 	provisionB(b, dst, "reader", "out")
@@ -40,6 +60,7 @@ func BenchmarkForwardMem(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	br, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{{
 		Name: "bench", From: bridge.Source{URL: src, Topic: "in", Group: "bridge"}, To: bridge.Destination{URL: dst, Topic: "out"},
+		Dedup: dedup,
 	}}}, bridge.Options{Logger: quiet, Registry: reg})
 	if err != nil {
 		b.Fatal(err)
@@ -52,6 +73,7 @@ func BenchmarkForwardMem(b *testing.B) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/go-relay/relay"
@@ -16,7 +18,8 @@ import (
 // same store, key (route name + message ID), lease and TTL, so that both
 // paths see each other's keys:
 //
-//   - before the publish, each message's key is reserved in the store. A
+//   - before the publish, each message's key is reserved in the store (in
+//     one call for a middleware.BatchStore, such as the Redis store). A
 //     message whose key is done is a duplicate: it is acked without
 //     forwarding and counted in relay_bridge_duplicates_total. A message
 //     whose key another holder reserved (a copy in another lane or
@@ -70,6 +73,8 @@ func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message, traced b
 	d = &batchDedup{r: r, token: newToken(), held: map[string]string{}}
 	send = make([]*relay.Message, 0, len(msgs))
 	seen := make(map[string]bool, len(msgs))
+	var keyed []*relay.Message // one per ID, in order
+	var keys []string
 	for _, m := range msgs {
 		key := middleware.DefaultDedupKey(ctx, m)
 		if key == "" { // no ID: forwarded without dedup, as Dedup does
@@ -85,20 +90,48 @@ func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message, traced b
 			continue
 		}
 		seen[m.ID] = true
-		state, err := r.dedupStore.Reserve(ctx, key, d.token, r.dedupLease())
-		switch {
-		case err != nil, state == middleware.InProgress:
+		keyed, keys = append(keyed, m), append(keys, key)
+	}
+	states, errs := d.reserveKeys(ctx, keys)
+	for i, m := range keyed {
+		switch state := states[i]; {
+		case errs[i] != nil, state == middleware.InProgress:
 			alone = append(alone, m)
 		case state == middleware.Done && traced:
 			alone = append(alone, m)
 		case state == middleware.Done:
-			routeObserver{r}.Deduplicated(ctx, m, key)
+			routeObserver{r}.Deduplicated(ctx, m, keys[i])
 		default:
-			d.held[m.ID] = key
+			d.held[m.ID] = keys[i]
 			send = append(send, m)
 		}
 	}
 	return d, send, alone
+}
+
+// reserveKeys reserves keys for the batch's token: in one call if the
+// store is a middleware.BatchStore, else one call per key. errs[i] is
+// why keys[i] could not be reserved. When the one call fails, every key
+// fails with its error, and the keys it may have reserved are released.
+func (d *batchDedup) reserveKeys(ctx context.Context, keys []string) (states []middleware.DedupState, errs []error) {
+	errs = make([]error, len(keys))
+	bs, ok := d.r.dedupStore.(middleware.BatchStore)
+	if !ok || len(keys) < 2 {
+		states = make([]middleware.DedupState, len(keys))
+		for i, k := range keys {
+			states[i], errs[i] = d.r.dedupStore.Reserve(ctx, k, d.token, d.r.dedupLease())
+		}
+		return states, errs
+	}
+	states, err := bs.ReserveBatch(ctx, keys, d.token, d.r.dedupLease())
+	if err != nil {
+		d.releaseKeys(ctx, keys)
+		states = make([]middleware.DedupState, len(keys))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return states, errs
 }
 
 // commit marks done the keys of srcs whose copies the destination
@@ -112,54 +145,80 @@ func (d *batchDedup) commit(ctx context.Context, srcs []*relay.Message, failed [
 	for _, i := range failed {
 		bad[i] = true
 	}
+	ids := make([]string, 0, len(srcs))
 	for i, m := range srcs {
 		if !bad[i] {
-			d.commitID(ctx, m.ID)
+			ids = append(ids, m.ID)
 		}
 	}
+	d.commitIDs(ctx, ids...)
 }
 
-// take removes and returns id's reservation, if this batch holds one.
-func (d *batchDedup) take(id string) (key string, ok bool) {
+// take removes and returns the reservations this batch holds for ids.
+func (d *batchDedup) take(ids []string) (keys []string) {
 	if d == nil {
-		return "", false
+		return nil
 	}
-	if key, ok = d.held[id]; ok {
-		delete(d.held, id)
+	for _, id := range ids {
+		if key, ok := d.held[id]; ok {
+			delete(d.held, id)
+			keys = append(keys, key)
+		}
 	}
-	return key, ok
+	return keys
 }
 
-// commitID marks id's key done for the route's TTL.
-func (d *batchDedup) commitID(ctx context.Context, id string) {
-	key, ok := d.take(id)
-	if !ok {
+// commitIDs marks the keys of ids done for the route's TTL.
+func (d *batchDedup) commitIDs(ctx context.Context, ids ...string) {
+	keys := d.take(ids)
+	if len(keys) == 0 {
 		return
 	}
-	if err := d.r.dedupStore.Commit(context.WithoutCancel(ctx), key, d.token, d.r.cfg.Dedup.TTL); err != nil {
-		d.r.log.Warn("dedup: commit failed; a duplicate may run again after the lease", "key", key, "err", err)
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	if bs, ok := d.r.dedupStore.(middleware.BatchStore); ok && len(keys) > 1 {
+		err = bs.CommitBatch(ctx, keys, d.token, d.r.cfg.Dedup.TTL)
+	} else {
+		for _, k := range keys {
+			err = errors.Join(err, d.r.dedupStore.Commit(ctx, k, d.token, d.r.cfg.Dedup.TTL))
+		}
+	}
+	if err != nil {
+		d.r.log.Warn("dedup: commit failed; a duplicate may run again after the lease", "keys", len(keys), "first", keys[0], "err", err)
 	}
 }
 
-// release drops id's reservation, so that it can be forwarded again.
-func (d *batchDedup) release(ctx context.Context, id string) {
-	key, ok := d.take(id)
-	if !ok {
+// releaseIDs drops the reservations of ids, so that they can be
+// forwarded again.
+func (d *batchDedup) releaseIDs(ctx context.Context, ids ...string) {
+	d.releaseKeys(ctx, d.take(ids))
+}
+
+// releaseKeys drops the batch's reservations of keys.
+func (d *batchDedup) releaseKeys(ctx context.Context, keys []string) {
+	if len(keys) == 0 {
 		return
 	}
-	if err := d.r.dedupStore.Release(context.WithoutCancel(ctx), key, d.token); err != nil {
-		d.r.log.Warn("dedup: release failed; the key stays blocked until its lease expires", "key", key, "err", err)
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	if bs, ok := d.r.dedupStore.(middleware.BatchStore); ok && len(keys) > 1 {
+		err = bs.ReleaseBatch(ctx, keys, d.token)
+	} else {
+		for _, k := range keys {
+			err = errors.Join(err, d.r.dedupStore.Release(ctx, k, d.token))
+		}
+	}
+	if err != nil {
+		d.r.log.Warn("dedup: release failed; the keys stay blocked until their lease expires", "keys", len(keys), "first", keys[0], "err", err)
 	}
 }
 
 // releaseRest releases every reservation still held.
 func (d *batchDedup) releaseRest(ctx context.Context) {
-	if d == nil {
+	if d == nil || len(d.held) == 0 {
 		return
 	}
-	for id := range d.held {
-		d.release(ctx, id)
-	}
+	d.releaseIDs(ctx, slices.Collect(maps.Keys(d.held))...)
 }
 
 // countTwins counts the twins of every ID that is not in failed (the

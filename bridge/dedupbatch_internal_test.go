@@ -60,7 +60,7 @@ func (commitFailStore) Commit(context.Context, string, string, time.Duration) er
 // dedupForwarder builds what a session builds for a pipelined route with
 // dedup on store: the forwarder, its per-message chain, and the context
 // the router hands the batch handler.
-func dedupForwarder(t *testing.T, rc Route, store middleware.Store, pub relay.Publisher) (*route, *forwarder, context.Context) {
+func dedupForwarder(t *testing.T, shape storeShape, rc Route, store middleware.Store, pub relay.Publisher) (*route, *forwarder, context.Context) {
 	t.Helper()
 	rc.Name = "r"
 	rc.From = Source{URL: "mem://x", Topic: "in", Group: "g"}
@@ -74,7 +74,7 @@ func dedupForwarder(t *testing.T, rc Route, store middleware.Store, pub relay.Pu
 	if !r.pipelined() {
 		t.Fatal("a dedup route with batch > 1 is not pipelined")
 	}
-	r.dedupStore = store
+	r.dedupStore = shape(store)
 	mws, err := r.chain(pub)
 	if err != nil {
 		t.Fatal(err)
@@ -93,12 +93,14 @@ func newRec(fail func(string, int) bool) *recPublisher {
 // call (after one store lookup per ID), and so is nothing the store
 // already marks done; every copy not published counts as a duplicate, and
 // each published ID is marked done.
-func TestBatchDedupWithinBatch(t *testing.T) {
+func TestBatchDedupWithinBatch(t *testing.T) { bothShapes(t, testBatchDedupWithinBatch) }
+
+func testBatchDedupWithinBatch(t *testing.T, shape storeShape) {
 	mem := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
 	reserves := 0
 	store := hookStore{mem, func(string, middleware.DedupState) { reserves++ }}
 	pub := newRec(nil)
-	r, f, ctx := dedupForwarder(t, Route{Batch: 10}, store, pub)
+	r, f, ctx := dedupForwarder(t, shape, Route{Batch: 10}, store, pub)
 	a, b, c, done := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c")), relay.NewMessage([]byte("d"))
 	if err := mem.Commit(ctx, "r/"+done.ID, "", time.Hour); err != nil {
 		t.Fatal(err)
@@ -132,10 +134,14 @@ func TestBatchDedupWithinBatch(t *testing.T) {
 // twin in the batch shares its outcome and counts as a duplicate once it
 // went through.
 func TestBatchDedupFailedCopyIsRetriedNotLost(t *testing.T) {
+	bothShapes(t, testBatchDedupFailedCopyIsRetriedNotLost)
+}
+
+func testBatchDedupFailedCopyIsRetriedNotLost(t *testing.T, shape storeShape) {
 	store := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
 	a, b, c := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c"))
 	pub := newRec(func(id string, n int) bool { return id == b.ID && n < 2 })
-	r, f, ctx := dedupForwarder(t, Route{Batch: 10, Retry: &Retry{MaxAttempts: 5, InitialInterval: time.Millisecond}}, store, pub)
+	r, f, ctx := dedupForwarder(t, shape, Route{Batch: 10, Retry: &Retry{MaxAttempts: 5, InitialInterval: time.Millisecond}}, store, pub)
 	if err := f.handleBatch(ctx, []*relay.Message{a, b, b.Copy(), c}); err != nil {
 		t.Fatalf("handleBatch = %v, want nil", err)
 	}
@@ -159,11 +165,15 @@ func TestBatchDedupFailedCopyIsRetriedNotLost(t *testing.T) {
 // not counted as a duplicate and is not marked: its redelivery is
 // forwarded, not dropped.
 func TestBatchDedupFailedCopyStaysUnmarked(t *testing.T) {
+	bothShapes(t, testBatchDedupFailedCopyStaysUnmarked)
+}
+
+func testBatchDedupFailedCopyStaysUnmarked(t *testing.T, shape storeShape) {
 	store := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
 	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b"))
 	down := true
 	pub := newRec(func(id string, _ int) bool { return id == b.ID && down })
-	r, f, ctx := dedupForwarder(t, Route{Batch: 10, Retry: &Retry{MaxAttempts: 2, InitialInterval: time.Millisecond}}, store, pub)
+	r, f, ctx := dedupForwarder(t, shape, Route{Batch: 10, Retry: &Retry{MaxAttempts: 2, InitialInterval: time.Millisecond}}, store, pub)
 	err := f.handleBatch(ctx, []*relay.Message{a, b, b.Copy()})
 	var be *router.BatchError
 	if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[b.ID] == nil {
@@ -183,10 +193,12 @@ func TestBatchDedupFailedCopyStaysUnmarked(t *testing.T) {
 
 // A commit that fails does not fail the message, as in the Dedup
 // middleware: the copy went out, and failing it would forward it again.
-func TestBatchDedupCommitFailureAcks(t *testing.T) {
+func TestBatchDedupCommitFailureAcks(t *testing.T) { bothShapes(t, testBatchDedupCommitFailureAcks) }
+
+func testBatchDedupCommitFailureAcks(t *testing.T, shape storeShape) {
 	store := commitFailStore{middleware.NewMemoryStore(middleware.MemoryStoreConfig{})}
 	pub := newRec(nil)
-	r, f, ctx := dedupForwarder(t, Route{Batch: 10}, store, pub)
+	r, f, ctx := dedupForwarder(t, shape, Route{Batch: 10}, store, pub)
 	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b"))
 	if err := f.handleBatch(ctx, []*relay.Message{a, b}); err != nil {
 		t.Fatalf("handleBatch = %v, want nil", err)
@@ -213,6 +225,10 @@ func (s hookStore) Reserve(ctx context.Context, key, token string, lease time.Du
 // whose Dedup retries it while the holder has it and acks it as a
 // duplicate once the holder committed.
 func TestBatchDedupInProgressGoesAlone(t *testing.T) {
+	bothShapes(t, testBatchDedupInProgressGoesAlone)
+}
+
+func testBatchDedupInProgressGoesAlone(t *testing.T, shape storeShape) {
 	mem := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
 	a, held := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("held"))
 	heldKey := "r/" + held.ID
@@ -225,7 +241,7 @@ func TestBatchDedupInProgressGoesAlone(t *testing.T) {
 		}
 	}}
 	pub := newRec(nil)
-	r, f, ctx := dedupForwarder(t, Route{Batch: 10, Retry: &Retry{MaxAttempts: 5, InitialInterval: time.Millisecond}}, store, pub)
+	r, f, ctx := dedupForwarder(t, shape, Route{Batch: 10, Retry: &Retry{MaxAttempts: 5, InitialInterval: time.Millisecond}}, store, pub)
 	if st, _ := mem.Reserve(ctx, heldKey, "other", time.Minute); st != middleware.Reserved {
 		t.Fatal(st)
 	}
@@ -246,11 +262,13 @@ func TestBatchDedupInProgressGoesAlone(t *testing.T) {
 // On an at-most-once dedup route a copy that fails in its batch is lost
 // (tried once) and not marked, its twin is not counted as a duplicate,
 // and the confirmed copies are marked.
-func TestBatchDedupAtMostOnce(t *testing.T) {
+func TestBatchDedupAtMostOnce(t *testing.T) { bothShapes(t, testBatchDedupAtMostOnce) }
+
+func testBatchDedupAtMostOnce(t *testing.T, shape storeShape) {
 	store := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
 	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b"))
 	pub := newRec(func(id string, _ int) bool { return id == b.ID })
-	r, f, ctx := dedupForwarder(t, Route{Batch: 10, Guarantee: relay.AtMostOnce}, store, pub)
+	r, f, ctx := dedupForwarder(t, shape, Route{Batch: 10, Guarantee: relay.AtMostOnce}, store, pub)
 	if err := f.handleBatch(ctx, []*relay.Message{a, b, b.Copy(), a.Copy()}); err == nil {
 		t.Fatal("handleBatch = nil, want the failed copy's error")
 	}
@@ -263,6 +281,135 @@ func TestBatchDedupAtMostOnce(t *testing.T) {
 	for m, want := range map[*relay.Message]middleware.DedupState{a: middleware.Done, b: middleware.Reserved} {
 		if st, _ := store.Reserve(ctx, "r/"+m.ID, "t", time.Minute); st != want {
 			t.Errorf("%s: %v after the batch, want %v", m.Payload, st, want)
+		}
+	}
+}
+
+// storeShape turns a test's store into the one its route uses.
+type storeShape func(middleware.Store) middleware.Store
+
+// bothShapes runs test with its store as it is (one store call per key)
+// and wrapped as a middleware.BatchStore (one call per batch and step),
+// so that both paths of dedupbatch.go behave the same.
+func bothShapes(t *testing.T, test func(*testing.T, storeShape)) {
+	t.Run("store=per-key", func(t *testing.T) { test(t, func(s middleware.Store) middleware.Store { return s }) })
+	t.Run("store=batch", func(t *testing.T) {
+		test(t, func(s middleware.Store) middleware.Store { return &batchStore{inner: s} })
+	})
+}
+
+// batchStore is a middleware.BatchStore over a Store: a batch call makes
+// the one-key calls in turn. It records every call ("ReserveBatch 3",
+// "Commit", …). With failReserve, ReserveBatch reserves the first key
+// and then fails, as a pipeline cut short does.
+type batchStore struct {
+	inner       middleware.Store
+	failReserve error
+	mu          sync.Mutex
+	calls       []string
+}
+
+func (s *batchStore) record(call string, keys int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if keys > 0 {
+		call += fmt.Sprintf(" %d", keys)
+	}
+	s.calls = append(s.calls, call)
+}
+
+func (s *batchStore) Reserve(ctx context.Context, key, token string, lease time.Duration) (middleware.DedupState, error) {
+	s.record("Reserve", 0)
+	return s.inner.Reserve(ctx, key, token, lease)
+}
+
+func (s *batchStore) Commit(ctx context.Context, key, token string, ttl time.Duration) error {
+	s.record("Commit", 0)
+	return s.inner.Commit(ctx, key, token, ttl)
+}
+
+func (s *batchStore) Release(ctx context.Context, key, token string) error {
+	s.record("Release", 0)
+	return s.inner.Release(ctx, key, token)
+}
+
+func (s *batchStore) ReserveBatch(ctx context.Context, keys []string, token string, lease time.Duration) ([]middleware.DedupState, error) {
+	s.record("ReserveBatch", len(keys))
+	states := make([]middleware.DedupState, len(keys))
+	for i, k := range keys {
+		st, err := s.inner.Reserve(ctx, k, token, lease)
+		if err != nil {
+			return nil, err
+		}
+		if s.failReserve != nil {
+			return nil, s.failReserve
+		}
+		states[i] = st
+	}
+	return states, nil
+}
+
+func (s *batchStore) CommitBatch(ctx context.Context, keys []string, token string, ttl time.Duration) error {
+	s.record("CommitBatch", len(keys))
+	var errs []error
+	for _, k := range keys {
+		errs = append(errs, s.inner.Commit(ctx, k, token, ttl))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *batchStore) ReleaseBatch(ctx context.Context, keys []string, token string) error {
+	s.record("ReleaseBatch", len(keys))
+	var errs []error
+	for _, k := range keys {
+		errs = append(errs, s.inner.Release(ctx, k, token))
+	}
+	return errors.Join(errs...)
+}
+
+// With a BatchStore a batch costs one store call per step, whatever its
+// size: one ReserveBatch before the publish and one CommitBatch after.
+// A copy that failed is released and forwarded alone, whose chain then
+// reserves and commits it with the one-key calls.
+func TestBatchDedupOneStoreCallPerStep(t *testing.T) {
+	store := &batchStore{inner: middleware.NewMemoryStore(middleware.MemoryStoreConfig{})}
+	a, b, c := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c"))
+	pub := newRec(func(id string, n int) bool { return id == c.ID && n == 0 })
+	_, f, ctx := dedupForwarder(t, func(s middleware.Store) middleware.Store { return s }, Route{Batch: 10, Retry: &Retry{MaxAttempts: 3, InitialInterval: time.Millisecond}}, store, pub)
+	if err := f.handleBatch(ctx, []*relay.Message{a, b, a.Copy(), c}); err != nil {
+		t.Fatalf("handleBatch = %v, want nil", err)
+	}
+	want := []string{"ReserveBatch 3", "CommitBatch 2", "Release", "Reserve", "Commit"}
+	if fmt.Sprint(store.calls) != fmt.Sprint(want) {
+		t.Errorf("store calls %q, want %q", store.calls, want)
+	}
+	for _, m := range []*relay.Message{a, b, c} {
+		if pub.sent[m.ID] != 1 {
+			t.Errorf("%s confirmed %d times, want 1", m.Payload, pub.sent[m.ID])
+		}
+	}
+}
+
+// When ReserveBatch fails partway, the keys it may have reserved are
+// released, and every message is forwarded alone through the chain
+// (which reserves it again): none is lost, none waits for a lease.
+func TestBatchDedupReserveBatchFails(t *testing.T) {
+	store := &batchStore{inner: middleware.NewMemoryStore(middleware.MemoryStoreConfig{}), failReserve: errors.New("pipeline cut short")}
+	a, b, c := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c"))
+	pub := newRec(nil)
+	r, f, ctx := dedupForwarder(t, func(s middleware.Store) middleware.Store { return s }, Route{Batch: 10, Retry: &Retry{MaxAttempts: 2, InitialInterval: time.Millisecond}}, store, pub)
+	if err := f.handleBatch(ctx, []*relay.Message{a, b, c}); err != nil {
+		t.Fatalf("handleBatch = %v, want nil", err)
+	}
+	if len(store.calls) < 2 || store.calls[1] != "ReleaseBatch 3" {
+		t.Errorf("store calls %q; want ReleaseBatch 3 right after the failed ReserveBatch", store.calls)
+	}
+	if len(pub.calls) != 3 || count(r.m.forwarded) != 3 || count(r.m.retries) != 0 {
+		t.Errorf("Publish calls %v, forwarded %d, retries %d; want a, b, c alone, 3, 0", pub.calls, count(r.m.forwarded), count(r.m.retries))
+	}
+	for _, m := range []*relay.Message{a, b, c} {
+		if pub.sent[m.ID] != 1 {
+			t.Errorf("%s confirmed %d times, want 1", m.Payload, pub.sent[m.ID])
 		}
 	}
 }

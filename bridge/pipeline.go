@@ -91,7 +91,9 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 	}
 	var be router.BatchError
 	stopping := router.Stopping(ctx)
-	for _, m := range singles(msgs, srcs, failed, alone) {
+	single := singles(msgs, srcs, failed, alone)
+	dd.releaseIDs(ctx, ids(single)...) // the chain's Dedup reserves them again
+	for _, m := range single {
 		select {
 		case <-stopping:
 			// The bridge is stopping: what has not been forwarded alone
@@ -108,7 +110,6 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 			continue
 		default:
 		}
-		dd.release(ctx, m.ID) // the chain's Dedup reserves it again
 		_, err := f.single(spans.ctx(ctx, m), m)
 		spans.end(m, err)
 		if err != nil {
@@ -223,12 +224,10 @@ func (f *forwarder) atMostOnceFailed(ctx context.Context, srcs []*relay.Message,
 				continue
 			}
 			r.m.forwarded.Inc()
-			dd.commitID(ctx, srcs[i].ID)
+			dd.commitIDs(ctx, srcs[i].ID)
 		}
 	}
-	for _, i := range failed {
-		dd.release(ctx, srcs[i].ID)
-	}
+	dd.releaseIDs(ctx, ids(singles(nil, srcs, failed, nil))...)
 	for _, m := range alone {
 		_, err := f.single(spans.ctx(ctx, m), m)
 		spans.end(m, err)
@@ -264,6 +263,15 @@ func failedCopies(srcs []*relay.Message, err error) []int {
 		if ids[m.ID] {
 			out = append(out, i)
 		}
+	}
+	return out
+}
+
+// ids returns the IDs of msgs.
+func ids(msgs []*relay.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
 	}
 	return out
 }

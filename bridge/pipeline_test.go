@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 // flakyScheme is a destination over a mem:// broker (its host) that
@@ -277,6 +278,16 @@ func TestPipelineStopsRetryingSinglesOnShutdown(t *testing.T) {
 // Every copy not forwarded counts as a duplicate, and the source keeps
 // nothing.
 func TestPipelineDedup(t *testing.T) {
+	t.Run("store=memory", func(t *testing.T) { testPipelineDedup(t, &bridge.Dedup{}) })
+	// The Redis store takes the batch path: a batch's keys are reserved,
+	// committed and released in one call each.
+	t.Run("store=redis", func(t *testing.T) {
+		testenv.HoldBroker(t, "redis")
+		testPipelineDedup(t, &bridge.Dedup{Store: testenv.Redis(t), TTL: time.Minute})
+	})
+}
+
+func testPipelineDedup(t *testing.T, dedup *bridge.Dedup) {
 	const total, keys = 400, 8
 	a, dst := "mem://"+uniq("a"), uniq("b")
 	br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
@@ -286,7 +297,7 @@ func TestPipelineDedup(t *testing.T) {
 		Concurrency: 200, // 4 lanes of 50
 		Batch:       50,
 		Retry:       &bridge.Retry{MaxAttempts: 5, InitialInterval: time.Millisecond},
-		Dedup:       &bridge.Dedup{},
+		Dedup:       dedup,
 	}}}, bridge.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

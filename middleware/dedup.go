@@ -55,6 +55,34 @@ type Store interface {
 	Release(ctx context.Context, key, token string) error
 }
 
+// BatchStore is a Store that also takes many keys per call, so that a
+// batch of messages costs one store round trip per step instead of one per
+// message. The bridge's pipelined routes use it when their store has it
+// (dedupredis.Store does); Dedup, which handles one message at a time,
+// does not need it.
+//
+// Each method does for every key what the one-key method does, with the
+// same atomicity per key (none across keys). keys holds no key twice.
+// Safe for concurrent use, like Store.
+//
+// A type that embeds a BatchStore to change one of its one-key methods
+// must change the batch method too, or callers taking the batch path
+// bypass the change.
+type BatchStore interface {
+	Store
+	// ReserveBatch reserves each of keys for token for lease, as Reserve
+	// does, and returns the outcome for keys[i] in states[i]. On error
+	// states is nil and some keys may be reserved for token: the caller
+	// releases them all (ReleaseBatch leaves other holders' keys alone).
+	ReserveBatch(ctx context.Context, keys []string, token string, lease time.Duration) (states []DedupState, err error)
+	// CommitBatch marks each of keys done for ttl, as Commit does. On
+	// error some of them may be marked.
+	CommitBatch(ctx context.Context, keys []string, token string, ttl time.Duration) error
+	// ReleaseBatch drops the reservation of each of keys that token still
+	// holds, as Release does. On error some of them may be dropped.
+	ReleaseBatch(ctx context.Context, keys []string, token string) error
+}
+
 // ErrInProgress is returned by Dedup for a message whose key another
 // handler (this or another replica) is handling right now; the router
 // redelivers it later, when the other one has committed (then it is acked

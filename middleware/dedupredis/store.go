@@ -12,6 +12,10 @@
 //     compare-and-delete script), so a late release never removes another
 //     replica's reservation or a committed key.
 //
+// The batch methods (middleware.BatchStore) send the same commands for
+// every key in one pipeline: one round trip per call on a single server,
+// one per shard holding a key on a cluster.
+//
 // Redis evicting keys under memory pressure (maxmemory-policy other than
 // noeviction) or losing them on restart without persistence shortens the
 // dedup window: a duplicate then runs again, it is never lost.
@@ -47,7 +51,7 @@ type Store struct {
 	prefix string
 }
 
-var _ middleware.Store = (*Store)(nil)
+var _ middleware.BatchStore = (*Store)(nil)
 
 // New returns a Store using client (a *redis.Client, *redis.ClusterClient
 // or any redis.UniversalClient).
@@ -87,13 +91,18 @@ func (s *Store) Reserve(ctx context.Context, key, token string, lease time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("dedupredis: reserve: %w", err)
 	}
+	return reserveState(n), nil
+}
+
+// reserveState maps reserveScript's answer to a state.
+func reserveState(n int) middleware.DedupState {
 	switch n {
 	case 0:
-		return middleware.Reserved, nil
+		return middleware.Reserved
 	case 2:
-		return middleware.Done, nil
+		return middleware.Done
 	}
-	return middleware.InProgress, nil
+	return middleware.InProgress
 }
 
 // Commit implements middleware.Store.
@@ -110,4 +119,84 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 		return fmt.Errorf("dedupredis: release: %w", err)
 	}
 	return nil
+}
+
+// ReserveBatch implements middleware.BatchStore.
+func (s *Store) ReserveBatch(ctx context.Context, keys []string, token string, lease time.Duration) ([]middleware.DedupState, error) {
+	cmds, err := s.runEach(ctx, reserveScript, keys, token, ms(lease), doneValue)
+	if err != nil {
+		return nil, fmt.Errorf("dedupredis: reserve %d keys: %w", len(keys), err)
+	}
+	states := make([]middleware.DedupState, len(keys))
+	for i, c := range cmds {
+		n, err := c.Int()
+		if err != nil {
+			return nil, fmt.Errorf("dedupredis: reserve %d keys: %w", len(keys), err)
+		}
+		states[i] = reserveState(n)
+	}
+	return states, nil
+}
+
+// CommitBatch implements middleware.BatchStore.
+func (s *Store) CommitBatch(ctx context.Context, keys []string, _ string, ttl time.Duration) error {
+	ttl = time.Duration(ms(ttl)) * time.Millisecond
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Set(ctx, s.prefix+k, doneValue, ttl)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dedupredis: commit %d keys: %w", len(keys), err)
+	}
+	return nil
+}
+
+// ReleaseBatch implements middleware.BatchStore.
+func (s *Store) ReleaseBatch(ctx context.Context, keys []string, token string) error {
+	if _, err := s.runEach(ctx, releaseScript, keys, token); err != nil {
+		return fmt.Errorf("dedupredis: release %d keys: %w", len(keys), err)
+	}
+	return nil
+}
+
+// runEach runs script once per key, in one pipeline of EVALSHA. Keys
+// that Redis answers with NOSCRIPT (its script cache was flushed, or it
+// restarted) are sent again with the script's source, in a second
+// pipeline, as Script.Run does for one key.
+func (s *Store) runEach(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(keys))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = script.EvalSha(ctx, p, []string{s.prefix + k}, args...)
+		}
+		return nil
+	})
+	if err == nil {
+		return cmds, nil
+	}
+	var again []int
+	for i, c := range cmds {
+		switch err := c.Err(); {
+		case err == nil:
+		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+			again = append(again, i)
+		default:
+			return nil, err
+		}
+	}
+	if len(again) == 0 {
+		return nil, err
+	}
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range again {
+			cmds[i] = script.Eval(ctx, p, []string{s.prefix + keys[i]}, args...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cmds, nil
 }

@@ -106,12 +106,69 @@ func TestStoreSemantics(t *testing.T) {
 	}
 }
 
+// The batch calls keep the one-key calls' semantics per key, in one
+// round trip, and survive a flushed script cache (NOSCRIPT).
+func TestStoreBatchSemantics(t *testing.T) {
+	c := client(t)
+	s, prefix := store(t, c)
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(keys []string, token string, want ...middleware.DedupState) {
+		t.Helper()
+		got, err := s.ReserveBatch(ctx, keys, token, time.Minute)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("ReserveBatch(%v, %s) = %v, %v; want %v", keys, token, got, err, want)
+		}
+	}
+	if _, err := s.Reserve(ctx, "held", "t0", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	must(s.Commit(ctx, "done", "t0", time.Hour))
+	expect([]string{"fresh", "held", "done"}, "t1", middleware.Reserved, middleware.InProgress, middleware.Done)
+	must(s.ReleaseBatch(ctx, []string{"fresh", "held", "done"}, "t2")) // holds none of them
+	expect([]string{"fresh", "held", "done"}, "t3", middleware.InProgress, middleware.InProgress, middleware.Done)
+	must(s.ReleaseBatch(ctx, []string{"fresh", "held", "done"}, "t1")) // holds fresh only
+	expect([]string{"fresh", "held", "done"}, "t4", middleware.Reserved, middleware.InProgress, middleware.Done)
+	must(s.CommitBatch(ctx, []string{"fresh", "held"}, "t4", time.Hour))
+	expect([]string{"fresh", "held", "done"}, "t5", middleware.Done, middleware.Done, middleware.Done)
+	for _, k := range []string{"fresh", "held"} {
+		if ttl := c.PTTL(ctx, prefix+k).Val(); ttl < 59*time.Minute {
+			t.Fatalf("%s: TTL after CommitBatch %v, want the hour", k, ttl)
+		}
+	}
+	// Redis forgets its scripts on SCRIPT FLUSH and on a restart: the
+	// batch calls send them again.
+	must(c.ScriptFlush(ctx).Err())
+	expect([]string{"a", "b"}, "t6", middleware.Reserved, middleware.Reserved)
+	must(c.ScriptFlush(ctx).Err())
+	must(s.ReleaseBatch(ctx, []string{"a", "b"}, "t6"))
+	expect([]string{"a", "b"}, "t7", middleware.Reserved, middleware.Reserved)
+	if n := c.Exists(ctx, prefix+"a", prefix+"b").Val(); n != 2 {
+		t.Fatalf("%d of the two keys exist after ReserveBatch", n)
+	}
+}
+
 func TestStoreRedisDown(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	s, _ := dedupredis.New(c, dedupredis.Config{})
 	if _, err := s.Reserve(context.Background(), "k", "t", time.Second); err == nil {
 		t.Fatal("no error with Redis unreachable")
+	}
+	ctx := context.Background()
+	if st, err := s.ReserveBatch(ctx, []string{"k", "l"}, "t", time.Second); err == nil || st != nil {
+		t.Fatalf("ReserveBatch with Redis unreachable = %v, %v; want no states and an error", st, err)
+	}
+	if err := s.CommitBatch(ctx, []string{"k", "l"}, "t", time.Second); err == nil {
+		t.Fatal("CommitBatch: no error with Redis unreachable")
+	}
+	if err := s.ReleaseBatch(ctx, []string{"k", "l"}, "t"); err == nil {
+		t.Fatal("ReleaseBatch: no error with Redis unreachable")
 	}
 }
 
