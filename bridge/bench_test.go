@@ -98,7 +98,7 @@ func kafkaBackend(b *testing.B) benchBackend {
 //
 //   - raw-consume: the source's client library consuming and acking a
 //     backlog that relay published, with the bridge's in-flight window
-//     (bridge.DefaultSourceInFlight; see rawbench_test.go for each loop);
+//     (bridge.DefaultSourceWindow; see rawbench_test.go for each loop);
 //   - raw-publish: the destination's client library publishing in
 //     batches of 100 from 4 goroutines;
 //   - consume: relay consuming and acking a backlog on the source with
@@ -241,7 +241,7 @@ func provisioned(b *testing.B, be benchBackend, topic, group string) relay.Subsc
 func measureConsume(b *testing.B, be benchBackend) float64 {
 	topic := "bench-c-" + benchID()
 	window := benchBackend{name: be.name, pubURL: be.pubURL, subURL: func(g string) string {
-		return testenv.WithParams(be.subURL(g), "inflight", strconv.Itoa(bridge.DefaultSourceInFlight))
+		return testenv.WithParams(be.subURL(g), "inflight", strconv.Itoa(bridge.DefaultSourceWindow(be.subURL(g))))
 	}}
 	defer be.raw.drop(topic, "g")
 	sub := provisioned(b, window, topic, "g")

@@ -15,7 +15,10 @@ const (
 	DefaultHTTPAddress     = "127.0.0.1:9470"
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultConcurrency     = 512
-	DefaultSourceInFlight  = 1024
+	// DefaultSourceInFlight is the window of sources other than amqp://;
+	// their adapters also bound it in bytes (InFlightBytes), so large
+	// messages stop well before it.
+	DefaultSourceInFlight = 1024
 	// DefaultSourceInFlightAMQP is the window of amqp:// sources: RabbitMQ
 	// pushes up to the prefetch count of messages whatever their size (it
 	// has no prefetch in bytes), so there the window bounds memory by
@@ -174,10 +177,10 @@ type Source struct {
 	// InFlight is the subscription's window of unsettled messages
 	// ("inflight"), set as inflight= on the URL unless the URL has it.
 	// Forwarding is bound by window ÷ (consume + publish latency), so a
-	// bridge wants a larger window than an application. Default 1024 for
-	// the schemes of this module (all take inflight=; 256 for amqp://,
-	// whose prefetch counts messages, not bytes); for other schemes only
-	// when set.
+	// bridge wants a larger window than an application. Default
+	// DefaultSourceWindow: 1024 for the schemes of this module (all take
+	// inflight=), but 256 for amqp://, whose prefetch counts messages, not
+	// bytes; for other schemes only when set.
 	InFlight int
 	// InFlightBytes bounds the payload and metadata bytes of the window
 	// beside InFlight ("inflight_bytes", a number of bytes or a size such
@@ -271,11 +274,8 @@ func (c Config) withDefaults() Config {
 		if r.Concurrency == 0 {
 			r.Concurrency = DefaultConcurrency
 		}
-		if r.From.InFlight == 0 && builtinScheme(r.From.URL) {
-			r.From.InFlight = DefaultSourceInFlight
-			if scheme(r.From.URL) == "amqp" || scheme(r.From.URL) == "amqps" {
-				r.From.InFlight = DefaultSourceInFlightAMQP
-			}
+		if r.From.InFlight == 0 {
+			r.From.InFlight = DefaultSourceWindow(r.From.URL)
 		}
 		if r.Batch == 0 {
 			r.Batch = DefaultBatch
@@ -342,8 +342,23 @@ func scheme(raw string) string {
 // adapters, which all take inflight=.
 func builtinScheme(raw string) bool {
 	switch scheme(raw) {
-	case "mem", "redis", "rediss", "amqp", "amqps", "kafka", "sqs", "sns":
+	case "mem", "redis", "rediss", "amqp", "amqps", "kafka", "sqs", "sns", "nats", "postgres", "postgresql":
 		return true
 	}
 	return false
+}
+
+// DefaultSourceWindow returns the window (Source.InFlight) a route
+// subscribes with when it sets none: DefaultSourceInFlightAMQP for
+// amqp:// and amqps://, DefaultSourceInFlight for the other schemes of
+// this module, and 0 (the adapter's own default) for any other scheme.
+func DefaultSourceWindow(sourceURL string) int {
+	switch scheme(sourceURL) {
+	case "amqp", "amqps":
+		return DefaultSourceInFlightAMQP
+	}
+	if builtinScheme(sourceURL) {
+		return DefaultSourceInFlight
+	}
+	return 0
 }

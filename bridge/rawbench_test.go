@@ -77,7 +77,7 @@ func measureRawConsume(b *testing.B, be benchBackend) rawResult {
 	defer be.raw.drop(topic, rawGroup)
 	be.raw.prepare(b, topic, rawGroup)
 	fill(b, be, topic)
-	return be.raw.consume(b, topic, rawGroup, bridge.DefaultSourceInFlight)
+	return be.raw.consume(b, topic, rawGroup, bridge.DefaultSourceWindow(be.subURL(rawGroup)))
 }
 
 // measureRawPublish returns the raw client's rate of publishing

@@ -43,6 +43,9 @@ const (
 	blackHole = 30 * time.Second
 	// holePublishTimeout bounds each Publish attempt during the black hole.
 	holePublishTimeout = 2 * time.Second
+	// holeWindow is the bridge's source window in its black-hole
+	// scenario, smaller than what is published during the hole.
+	holeWindow = 100
 )
 
 // netTarget is one backend behind a fault proxy.
@@ -423,7 +426,7 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 	in, out := unique("faults-net-bridge-in"), unique("faults-net-bridge-out")
 	b, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{{
 		Name:           "redis-to-amqp",
-		From:           bridge.Source{URL: src, Topic: in, Group: unique("bridge")},
+		From:           bridge.Source{URL: src, Topic: in, Group: unique("bridge"), InFlight: holeWindow},
 		To:             bridge.Destination{URL: dst, Topic: out},
 		PublishTimeout: holePublishTimeout,
 	}}}, bridge.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -467,8 +470,8 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 	pubDone := make(chan struct{})
 	go func() {
 		defer close(pubDone)
-		// More than the source window (DefaultSourceInFlight), so that a
-		// bridge reading ahead without bound would show it.
+		// More than the source window (holeWindow), so that a bridge
+		// reading ahead without bound would show it.
 		publishAll(t, l, pub, in, batchOf(400, 64, "during"), 20, func(int) { time.Sleep(100 * time.Millisecond) })
 	}()
 	for time.Since(holeStart) < blackHole {
@@ -480,7 +483,7 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 	}
 	<-pubDone
 	// What the bridge holds while its destination is silent stays within
-	// the source's window (the route's default, DefaultSourceInFlight).
+	// the source's window.
 	var peakInFlight, peakBytes int64
 	for time.Now().Before(holeStart.Add(blackHole)) {
 		for _, rs := range b.Status().Routes {
@@ -488,8 +491,8 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if peakInFlight > bridge.DefaultSourceInFlight {
-		t.Errorf("the bridge held %d messages in flight during the hole, over the source window of %d", peakInFlight, bridge.DefaultSourceInFlight)
+	if peakInFlight > holeWindow {
+		t.Errorf("the bridge held %d messages in flight during the hole, over the source window of %d", peakInFlight, holeWindow)
 	}
 	proxy.Restore()
 	healed := time.Now()
@@ -505,7 +508,7 @@ func TestNetworkBridgeBlackHole(t *testing.T) {
 	wg.Wait()
 	r := l.result(t, "bridge: destination black hole", "redisstream → amqp", fmt.Sprintf(
 		"destination dropped everything for %v while 400 messages reached the source; publish_timeout=%v, heartbeat=2s; detect = /readyz failing; in flight during the hole at most %d messages (%d B; window %d)",
-		blackHole, holePublishTimeout, peakInFlight, peakBytes, bridge.DefaultSourceInFlight))
+		blackHole, holePublishTimeout, peakInFlight, peakBytes, holeWindow))
 	if detect > 0 {
 		r.DetectSeconds = seconds(detect)
 	}
