@@ -78,3 +78,32 @@ func waitOne(ch <-chan *relay.Message, d time.Duration) *relay.Message {
 		return nil
 	}
 }
+
+// One Receive asks for at most a quarter of the byte bound (by the recent
+// size), so that a client library decoding the reply never buffers much
+// of the window at once; the window itself still fills up.
+func TestReceiveCallTakesAQuarterOfTheByteBound(t *testing.T) {
+	r := newFakeRecv(200)
+	r.payload = 98 // + an ID of 1 or 2 bytes: about 100 bytes a message
+	s := NewSubscriber(&fakeSub{r: r}, Options{InFlight: 100, InFlightBytes: 10000})
+	defer s.Close()
+	ch, err := s.Subscribe(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		m := waitOne(ch, 5*time.Second)
+		if m == nil {
+			t.Fatalf("message %d of 200 not delivered", i+1)
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Lock()
+	asked := r.maxAsked
+	r.mu.Unlock()
+	if asked > 25 || asked < 10 {
+		t.Errorf("Receive was asked for up to %d messages; want 10 to 25 (a quarter of 10000 bytes is 25 of about 100)", asked)
+	}
+}

@@ -42,7 +42,8 @@ type Options struct {
 	// the unsettled messages a subscription holds, beside InFlight, so
 	// that a large window is safe for large messages. Receive is asked
 	// for no more messages than fit by the largest recent message size,
-	// and not at all while the bound is reached; a single message larger
+	// never for more than a quarter of the bound's worth in one call, and
+	// not at all while the bound is reached; a single message larger
 	// than the bound is still delivered (the window never drops below one
 	// message), and a batch of messages larger than the ones before it can
 	// overshoot the bound by that batch. Default DefaultInFlightBytes;

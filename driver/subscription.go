@@ -146,7 +146,8 @@ func (s *subscription) run() {
 
 // roomLocked is how many messages the next Receive may ask for: the free
 // window slots, fewer when the byte bound allows fewer messages of the
-// recent size (counting those that Receive calls in progress may bring),
+// recent size (counting those that Receive calls in progress may bring)
+// or when they would make more than a callShare of the bound,
 // 0 while not one more of them fits (but never 0 because of bytes when
 // nothing is held or being received, so that one message larger than the
 // bound still flows). Before the first batch, when no size is known, one
@@ -170,8 +171,16 @@ func (s *subscription) roomLocked() int {
 		}
 		return 0
 	}
-	return int(min(int64(n), fit))
+	perCall := max(1, s.maxBytes/callShare/s.sizeGuess)
+	return int(min(int64(n), fit, perCall))
 }
+
+// callShare: one Receive asks for at most 1/callShare of the byte bound
+// (by the recent size), so that a call's reply, which a client library
+// may briefly buffer two or three times over while decoding it, stays
+// small beside the window. Messages that small that the count window is
+// reached first are not affected.
+const callShare = 4
 
 // receive runs the receive loops until the subscription ends: one, or as
 // many as the receiver's ReceiveLimits allow, sharing the window. When one
