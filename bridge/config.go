@@ -24,16 +24,21 @@ const (
 	// has no prefetch in bytes), so there the window bounds memory by
 	// count alone.
 	DefaultSourceInFlightAMQP = 256
-	DefaultBatch              = 100
-	MaxConcurrency            = 4096
-	DefaultPublishTimeout     = 30 * time.Second
-	DefaultLogLevel           = "info"
-	DefaultLogFormat          = "text"
-	DefaultSummaryInterval    = 30 * time.Second
-	DefaultDedupTTL           = 24 * time.Hour
-	DefaultRetryAttempts      = 5
-	DefaultRetryInitial       = 100 * time.Millisecond
-	DefaultRetryMax           = 10 * time.Second
+	// DefaultSourceInFlightKafka is the window of kafka:// sources: a
+	// Kafka source settles by committing offsets, one round trip per
+	// settlement batch, and a larger window keeps records flowing
+	// meanwhile (kafka -> kafka forwarded 30% faster than with 1024).
+	DefaultSourceInFlightKafka = 4096
+	DefaultBatch               = 100
+	MaxConcurrency             = 4096
+	DefaultPublishTimeout      = 30 * time.Second
+	DefaultLogLevel            = "info"
+	DefaultLogFormat           = "text"
+	DefaultSummaryInterval     = 30 * time.Second
+	DefaultDedupTTL            = 24 * time.Hour
+	DefaultRetryAttempts       = 5
+	DefaultRetryInitial        = 100 * time.Millisecond
+	DefaultRetryMax            = 10 * time.Second
 )
 
 // Config is a bridge: a set of routes plus how the daemon runs. The YAML
@@ -180,7 +185,7 @@ type Source struct {
 	// bridge wants a larger window than an application. Default
 	// DefaultSourceWindow: 1024 for the schemes of this module (all take
 	// inflight=), but 256 for amqp://, whose prefetch counts messages, not
-	// bytes; for other schemes only when set.
+	// bytes, and 4096 for kafka://; for other schemes only when set.
 	InFlight int
 	// InFlightBytes bounds the payload and metadata bytes of the window
 	// beside InFlight ("inflight_bytes", a number of bytes or a size such
@@ -350,12 +355,15 @@ func builtinScheme(raw string) bool {
 
 // DefaultSourceWindow returns the window (Source.InFlight) a route
 // subscribes with when it sets none: DefaultSourceInFlightAMQP for
-// amqp:// and amqps://, DefaultSourceInFlight for the other schemes of
-// this module, and 0 (the adapter's own default) for any other scheme.
+// amqp:// and amqps://, DefaultSourceInFlightKafka for kafka://,
+// DefaultSourceInFlight for the other schemes of this module, and 0 (the
+// adapter's own default) for any other scheme.
 func DefaultSourceWindow(sourceURL string) int {
 	switch scheme(sourceURL) {
 	case "amqp", "amqps":
 		return DefaultSourceInFlightAMQP
+	case "kafka":
+		return DefaultSourceInFlightKafka
 	}
 	if builtinScheme(sourceURL) {
 		return DefaultSourceInFlight

@@ -14,7 +14,7 @@ func TestSourceURL(t *testing.T) {
 		{Source{URL: "sqs://?region=r"}, "sqs://?inflight=1024&region=r"},
 		{Source{URL: "nats://h", Group: "g"}, "nats://h?group=g&inflight=1024"},
 		{Source{URL: "postgres://h/db", Group: "g"}, "postgres://h/db?group=g&inflight=1024"},
-		{Source{URL: "kafka://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=1024"},
+		{Source{URL: "kafka://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=4096"},
 		{Source{URL: "custom://h", Group: "g"}, "custom://h?group=g"}, // not this module's: its adapter's default
 		{Source{URL: "nats://h", Group: "g", InFlight: 5}, "nats://h?group=g&inflight=5"},
 	}
