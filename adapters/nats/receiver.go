@@ -23,6 +23,9 @@ type receiver struct {
 	nc        *natsgo.Conn
 	stream    string
 	fetchWait time.Duration
+	// maxPull is the consumer's max_ack_pending: the server refuses a
+	// pull request for more (409 Exceeded MaxAckPending).
+	maxPull int
 	// drained is set when the last message received was a first delivery
 	// that the server sent with nothing more pending for the consumer:
 	// the next Receive then skips the no-wait pull, which would come back
@@ -53,7 +56,8 @@ const maxNackMemo = 1 << 16
 // (which the pending count does not include), makes the next Receive take
 // what is available at once again. It never asks the server for more
 // than max, so the consumer's unacknowledged messages stay within the
-// shared layer's window.
+// shared layer's window, nor for more than the consumer's max_ack_pending,
+// which the server would refuse.
 //
 // A waiting pull request is not abandoned when ctx ends: Receive waits
 // for it to end (a message, or the server's timeout after fetch_wait),
@@ -64,6 +68,9 @@ const maxNackMemo = 1 << 16
 // fetch_wait (plus nats.go's one-second margin when the server stopped
 // answering) after ctx ends.
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
+	if r.maxPull > 0 {
+		max = min(max, r.maxPull)
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err

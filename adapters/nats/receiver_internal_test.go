@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ type fakeConsumer struct {
 	jetstream.Consumer
 	noWait, wait int
 	next         []string // reply subjects for the next pulls, one per pull
+	asked        []int    // the batch of each no-wait pull
 }
 
 type fakeMsg struct {
@@ -92,8 +94,9 @@ func (c *fakeConsumer) pull() (jetstream.MessageBatch, error) {
 	return fakeBatch{ch}, nil
 }
 
-func (c *fakeConsumer) FetchNoWait(int) (jetstream.MessageBatch, error) {
+func (c *fakeConsumer) FetchNoWait(n int) (jetstream.MessageBatch, error) {
 	c.noWait++
+	c.asked = append(c.asked, n)
 	return c.pull()
 }
 
@@ -135,5 +138,25 @@ func TestReceiveSkipsNoWaitPullWhenDrained(t *testing.T) {
 		if c.noWait-nw != s.noWait || c.wait-w != s.wait {
 			t.Errorf("step %d: %d no-wait and %d waiting pulls, want %d and %d", i, c.noWait-nw, c.wait-w, s.noWait, s.wait)
 		}
+	}
+}
+
+// Receive never pulls more than the consumer's max_ack_pending: the server
+// refuses such a pull (409 Exceeded MaxAckPending), which would leave
+// only the one-message waiting pull. A window above max_ack_pending (the
+// bridge's 1024 against the default 1000) pulls max_ack_pending.
+func TestReceivePullsAtMostMaxAckPending(t *testing.T) {
+	c := &fakeConsumer{}
+	r := &receiver{c: c, fetchWait: time.Second, maxPull: 1000}
+	c.next = []string{"$JS.ACK.s.c.1.11.11.1764590000000000000.3"}
+	if _, err := r.Receive(context.Background(), 1024); err != nil {
+		t.Fatal(err)
+	}
+	c.next = []string{"$JS.ACK.s.c.1.12.12.1764590000000000000.3"}
+	if _, err := r.Receive(context.Background(), 64); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(c.asked) != "[1000 64]" {
+		t.Fatalf("no-wait pulls for %v messages, want [1000 64]", c.asked)
 	}
 }

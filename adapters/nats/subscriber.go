@@ -150,6 +150,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		nc:        d.nc,
 		stream:    stream,
 		fetchWait: d.cfg.FetchWait,
+		maxPull:   d.cfg.MaxAckPending,
 	}, nil
 }
 
