@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -60,25 +61,28 @@ type batchDedup struct {
 	twinMsgs []*relay.Message
 }
 
+// newBatchDedup returns the dedup state of one batch of r, holding no
+// reservation yet.
+func newBatchDedup(r *route) *batchDedup {
+	return &batchDedup{r: r, token: newToken(), held: map[string]string{}}
+}
+
 // reserve sorts msgs (not looped, in delivery order) for a dedup route:
 // those to publish in the batch (their keys reserved), and those to
-// forward alone through the per-message chain. Duplicates are counted
-// and dropped; twins are recorded.
+// forward alone through the per-message chain, each in delivery order.
+// Duplicates are counted and dropped; twins are recorded.
 //
 // With traced, a duplicate is forwarded alone too, so that the chain's
 // Dedup records it on the message's process span (one more store call,
 // for duplicates only).
-func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message, traced bool) (d *batchDedup, send, alone []*relay.Message) {
-	r := f.r
-	d = &batchDedup{r: r, token: newToken(), held: map[string]string{}}
-	send = make([]*relay.Message, 0, len(msgs))
+func (d *batchDedup) reserve(ctx context.Context, msgs []*relay.Message, traced bool) (send, alone []*relay.Message) {
+	r := d.r
 	seen := make(map[string]bool, len(msgs))
-	var keyed []*relay.Message // one per ID, in order
-	var keys []string
-	for _, m := range msgs {
+	keyOf := make([]string, len(msgs)) // "" for no ID and for twins
+	var keys []string                  // one per ID, in order
+	for i, m := range msgs {
 		key := middleware.DefaultDedupKey(ctx, m)
 		if key == "" { // no ID: forwarded without dedup, as Dedup does
-			send = append(send, m)
 			continue
 		}
 		if seen[m.ID] {
@@ -90,23 +94,34 @@ func (f *forwarder) reserve(ctx context.Context, msgs []*relay.Message, traced b
 			continue
 		}
 		seen[m.ID] = true
-		keyed, keys = append(keyed, m), append(keys, key)
+		keyOf[i] = key
+		keys = append(keys, key)
 	}
 	states, errs := d.reserveKeys(ctx, keys)
-	for i, m := range keyed {
-		switch state := states[i]; {
-		case errs[i] != nil, state == middleware.InProgress:
+	send = make([]*relay.Message, 0, len(msgs))
+	k := 0 // index of msgs[i]'s key in keys
+	for i, m := range msgs {
+		key := keyOf[i]
+		if key == "" {
+			if m.ID == "" {
+				send = append(send, m)
+			}
+			continue // a twin
+		}
+		switch state, err := states[k], errs[k]; {
+		case err != nil, state == middleware.InProgress:
 			alone = append(alone, m)
 		case state == middleware.Done && traced:
 			alone = append(alone, m)
 		case state == middleware.Done:
-			routeObserver{r}.Deduplicated(ctx, m, keys[i])
+			routeObserver{r}.Deduplicated(ctx, m, key)
 		default:
-			d.held[m.ID] = keys[i]
+			d.held[m.ID] = key
 			send = append(send, m)
 		}
+		k++
 	}
-	return d, send, alone
+	return send, alone
 }
 
 // reserveKeys reserves keys for the batch's token: in one call if the
@@ -124,6 +139,9 @@ func (d *batchDedup) reserveKeys(ctx context.Context, keys []string) (states []m
 		return states, errs
 	}
 	states, err := bs.ReserveBatch(ctx, keys, d.token, d.r.dedupLease())
+	if err == nil && len(states) != len(keys) {
+		err = fmt.Errorf("dedup store: ReserveBatch answered %d states for %d keys", len(states), len(keys))
+	}
 	if err != nil {
 		d.releaseKeys(ctx, keys)
 		states = make([]middleware.DedupState, len(keys))
@@ -184,7 +202,7 @@ func (d *batchDedup) commitIDs(ctx context.Context, ids ...string) {
 		}
 	}
 	if err != nil {
-		d.r.log.Warn("dedup: commit failed; a duplicate may run again after the lease", "keys", len(keys), "first", keys[0], "err", err)
+		d.r.log.Warn("dedup: commit failed; a duplicate may run again after the lease", "keys", len(keys), "err", err)
 	}
 }
 
@@ -209,7 +227,7 @@ func (d *batchDedup) releaseKeys(ctx context.Context, keys []string) {
 		}
 	}
 	if err != nil {
-		d.r.log.Warn("dedup: release failed; the keys stay blocked until their lease expires", "keys", len(keys), "first", keys[0], "err", err)
+		d.r.log.Warn("dedup: release failed; the keys stay blocked until their lease expires", "keys", len(keys), "err", err)
 	}
 }
 

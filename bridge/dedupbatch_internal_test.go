@@ -413,3 +413,47 @@ func TestBatchDedupReserveBatchFails(t *testing.T) {
 		}
 	}
 }
+
+// A batch keeps delivery order on the dedup path: a message without an ID
+// (forwarded without dedup) is published where it was delivered, not
+// before the messages whose keys were reserved.
+func TestBatchDedupKeepsOrder(t *testing.T) { bothShapes(t, testBatchDedupKeepsOrder) }
+
+func testBatchDedupKeepsOrder(t *testing.T, shape storeShape) {
+	store := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
+	pub := newRec(nil)
+	_, f, ctx := dedupForwarder(t, shape, Route{Batch: 10}, store, pub)
+	first, second, third := relay.NewMessage([]byte("1")), &relay.Message{Payload: []byte("2")}, relay.NewMessage([]byte("3"))
+	for _, m := range []*relay.Message{first, second, third} {
+		m.Key = "K"
+	}
+	if err := f.handleBatch(ctx, []*relay.Message{first, second, third}); err != nil {
+		t.Fatalf("handleBatch = %v, want nil", err)
+	}
+	if want := fmt.Sprint([][]string{{first.ID, "", third.ID}}); fmt.Sprint(pub.calls) != want {
+		t.Fatalf("Publish calls %v, want %v (delivery order)", pub.calls, want)
+	}
+}
+
+// A BatchStore answering fewer states than keys is treated as a failure:
+// the keys are released and every message goes alone, none is lost.
+func TestBatchDedupShortAnswer(t *testing.T) {
+	store := &shortStore{batchStore: &batchStore{inner: middleware.NewMemoryStore(middleware.MemoryStoreConfig{})}}
+	a, b := relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b"))
+	pub := newRec(nil)
+	_, f, ctx := dedupForwarder(t, func(s middleware.Store) middleware.Store { return s }, Route{Batch: 10}, store, pub)
+	if err := f.handleBatch(ctx, []*relay.Message{a, b}); err != nil {
+		t.Fatalf("handleBatch = %v, want nil", err)
+	}
+	if pub.sent[a.ID] != 1 || pub.sent[b.ID] != 1 || len(pub.calls) != 2 {
+		t.Errorf("Publish calls %v; want a and b alone, once each", pub.calls)
+	}
+}
+
+// shortStore's ReserveBatch reserves every key but answers one state.
+type shortStore struct{ *batchStore }
+
+func (s *shortStore) ReserveBatch(ctx context.Context, keys []string, token string, lease time.Duration) ([]middleware.DedupState, error) {
+	states, err := s.batchStore.ReserveBatch(ctx, keys, token, lease)
+	return states[:1], err
+}

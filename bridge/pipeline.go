@@ -72,8 +72,9 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 	var dd *batchDedup
 	var alone []*relay.Message // forwarded through the per-message chain (dedupbatch.go)
 	if r.dedupStore != nil {
-		dd, srcs, alone = f.reserve(ctx, srcs, spans != nil)
+		dd = newBatchDedup(r)
 		defer dd.releaseRest(ctx)
+		srcs, alone = dd.reserve(ctx, srcs, spans != nil)
 	}
 	var err error
 	var failed []int

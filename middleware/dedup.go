@@ -46,7 +46,9 @@ func (s DedupState) String() string {
 // are safe for concurrent use and atomic per key.
 type Store interface {
 	// Reserve claims key for token for lease, unless the key is reserved
-	// (InProgress) or committed (Done).
+	// (InProgress) or committed (Done). A key that token holds already is
+	// Reserved again, its lease renewed, so that a call retried after a
+	// lost answer is harmless.
 	Reserve(ctx context.Context, key, token string, lease time.Duration) (DedupState, error)
 	// Commit marks key done for ttl, whoever holds it now.
 	Commit(ctx context.Context, key, token string, ttl time.Duration) error

@@ -68,8 +68,13 @@ func (s *MemoryStore) Reserve(_ context.Context, key, token string, lease time.D
 	now := s.now()
 	s.expireLocked(now)
 	if k, ok := s.keys[key]; ok {
-		if k.done {
+		switch {
+		case k.done:
 			return Done, nil
+		case k.token == token:
+			k.expires = now.Add(lease)
+			heap.Fix(&s.exp, k.index)
+			return Reserved, nil
 		}
 		return InProgress, nil
 	}

@@ -26,6 +26,11 @@ func TestMemoryStoreSemantics(t *testing.T) {
 	}
 	expect("k", "t1", middleware.Reserved)
 	expect("k", "t2", middleware.InProgress)
+	// The holder reserving again (a retried call) renews its lease.
+	clk.Advance(50 * time.Second)
+	expect("k", "t1", middleware.Reserved)
+	clk.Advance(50 * time.Second)
+	expect("k", "t2", middleware.InProgress)
 	_ = s.Release(ctx, "k", "t2") // not the holder: no effect
 	expect("k", "t3", middleware.InProgress)
 	_ = s.Release(ctx, "k", "t1")

@@ -6,7 +6,7 @@
 //
 //   - Reserve: SET key token NX PX lease (atomic; in a script that also
 //     reads the existing value, so one round trip tells Reserved, InProgress
-//     or Done);
+//     or Done, and a key this token holds already is Reserved again);
 //   - Commit: SET key "done" PX ttl (extends the key's life to the TTL);
 //   - Release: delete key only if it still holds this token (a
 //     compare-and-delete script), so a late release never removes another
@@ -66,12 +66,21 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 }
 
 // reserve: 0 reserved, 1 in progress, 2 done.
+// The key held by the same token again counts as reserved (the lease
+// renewed), so that a call the client sent twice (go-redis retries a
+// pipeline after a read timeout) does not see its own reservation as
+// another holder's.
 var reserveScript = redis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 0
 end
-if redis.call('GET', KEYS[1]) == ARGV[3] then
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[3] then
   return 2
+end
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 0
 end
 return 1
 `)
@@ -164,7 +173,9 @@ func (s *Store) ReleaseBatch(ctx context.Context, keys []string, token string) e
 // runEach runs script once per key, in one pipeline of EVALSHA. Keys
 // that Redis answers with NOSCRIPT (its script cache was flushed, or it
 // restarted) are sent again with the script's source, in a second
-// pipeline, as Script.Run does for one key.
+// pipeline, as Script.Run does for one key; they are sent again even when
+// other keys failed otherwise (another shard of a cluster), and those
+// failures are returned.
 func (s *Store) runEach(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(keys))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -177,26 +188,30 @@ func (s *Store) runEach(ctx context.Context, script *redis.Script, keys []string
 		return cmds, nil
 	}
 	var again []int
+	var failed error
 	for i, c := range cmds {
 		switch err := c.Err(); {
 		case err == nil:
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		case errors.Is(err, redis.ErrNoScript), redis.HasErrorPrefix(err, "NOSCRIPT"):
 			again = append(again, i)
-		default:
-			return nil, err
+		case failed == nil:
+			failed = err
 		}
 	}
-	if len(again) == 0 {
+	if len(again) == 0 && failed == nil {
 		return nil, err
 	}
-	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, i := range again {
-			cmds[i] = script.Eval(ctx, p, []string{s.prefix + keys[i]}, args...)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	if len(again) > 0 {
+		_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range again {
+				cmds[i] = script.Eval(ctx, p, []string{s.prefix + keys[i]}, args...)
+			}
+			return nil
+		})
+		failed = errors.Join(failed, err)
+	}
+	if failed != nil {
+		return nil, failed
 	}
 	return cmds, nil
 }

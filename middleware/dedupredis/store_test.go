@@ -75,6 +75,14 @@ func TestStoreSemantics(t *testing.T) {
 	}
 	expect("k", "t1", time.Minute, middleware.Reserved)
 	expect("k", "t2", time.Minute, middleware.InProgress)
+	// The holder reserving again (go-redis resending a call after a read
+	// timeout) is Reserved, with the lease renewed.
+	must(c.PExpire(ctx, prefix+"k", time.Second).Err())
+	expect("k", "t1", time.Minute, middleware.Reserved)
+	if ttl := c.PTTL(ctx, prefix+"k").Val(); ttl < 50*time.Second {
+		t.Fatalf("lease after the holder's second Reserve: %v, want the minute again", ttl)
+	}
+	expect("k", "t2", time.Minute, middleware.InProgress)
 	must(s.Release(ctx, "k", "t2")) // not the holder
 	expect("k", "t3", time.Minute, middleware.InProgress)
 	must(s.Release(ctx, "k", "t1"))
@@ -129,6 +137,9 @@ func TestStoreBatchSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(s.Commit(ctx, "done", "t0", time.Hour))
+	expect([]string{"fresh", "held", "done"}, "t1", middleware.Reserved, middleware.InProgress, middleware.Done)
+	// The same call again (a pipeline go-redis resent) sees its own keys
+	// as reserved, not as another holder's.
 	expect([]string{"fresh", "held", "done"}, "t1", middleware.Reserved, middleware.InProgress, middleware.Done)
 	must(s.ReleaseBatch(ctx, []string{"fresh", "held", "done"}, "t2")) // holds none of them
 	expect([]string{"fresh", "held", "done"}, "t3", middleware.InProgress, middleware.InProgress, middleware.Done)
