@@ -107,3 +107,47 @@ func TestReceiveCallTakesAQuarterOfTheByteBound(t *testing.T) {
 		t.Errorf("Receive was asked for up to %d messages; want 10 to 25 (a quarter of 10000 bytes is 25 of about 100)", asked)
 	}
 }
+
+// Empty answers (a long poll that timed out) say nothing about message
+// sizes: after many of them Receive is still asked for no more than the
+// byte bound allows by the size seen before.
+func TestEmptyReceivesKeepTheSizeGuess(t *testing.T) {
+	r := newFakeRecv(1)
+	r.payload = 98 // about 100 bytes a message
+	s := NewSubscriber(&fakeSub{r: r}, Options{InFlight: 100, InFlightBytes: 10000})
+	defer s.Close()
+	ch, err := s.Subscribe(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := waitOne(ch, 5*time.Second)
+	if first == nil {
+		t.Fatal("the first message was not delivered")
+	}
+	r.mu.Lock()
+	r.empties = 200
+	for i := 1; i < 200; i++ {
+		r.queue = append(r.queue, i)
+	}
+	r.maxAsked = 0
+	r.mu.Unlock()
+	signal(r.wake)
+	if err := first.Ack(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 199 {
+		m := waitOne(ch, 5*time.Second)
+		if m == nil {
+			t.Fatalf("message %d of 199 not delivered", i+1)
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.mu.Lock()
+	asked, left := r.maxAsked, r.empties
+	r.mu.Unlock()
+	if left != 0 || asked > 25 {
+		t.Errorf("after %d empty answers Receive was asked for up to %d messages; want at most 25 (a quarter of 10000 bytes)", 200-left, asked)
+	}
+}

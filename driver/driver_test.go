@@ -143,6 +143,7 @@ type fakeRecv struct {
 	extended [][]any
 	closed   bool
 	failNext int // Receive fails this many times first
+	empties  int // then answers empty this many times
 	native   bool
 	payload  int // payload bytes of every message
 }
@@ -164,6 +165,11 @@ func (r *fakeRecv) Receive(ctx context.Context, max int) ([]Received, error) {
 			r.failNext--
 			r.mu.Unlock()
 			return nil, errors.New("transient")
+		}
+		if r.empties > 0 {
+			r.empties--
+			r.mu.Unlock()
+			return nil, nil
 		}
 		r.maxAsked = maxInt(r.maxAsked, max)
 		if len(r.queue) > 0 {

@@ -294,7 +294,9 @@ func (s *subscription) receiveLoop(perCall int) {
 			tokens = append(tokens, s.unsettled.put(rc.Handle, size))
 			msgs = append(msgs, rc.Msg)
 		}
-		s.sizeGuess = max(largest, s.sizeGuess-s.sizeGuess/8)
+		if len(batch) > 0 { // an empty answer says nothing about sizes
+			s.sizeGuess = max(largest, s.sizeGuess-s.sizeGuess/8)
+		}
 		if s.roomLocked() > 0 {
 			signal(s.slotFreed) // a loop waiting for the size may go on
 		}
