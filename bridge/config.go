@@ -15,9 +15,10 @@ const (
 	DefaultHTTPAddress     = "127.0.0.1:9470"
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultConcurrency     = 512
-	// DefaultSourceInFlight is the window of sources other than amqp://;
-	// their adapters also bound it in bytes (InFlightBytes), so large
-	// messages stop well before it.
+	// DefaultSourceInFlight is the window of this module's sources but
+	// amqp:// and kafka:// (see DefaultSourceWindow); their adapters also
+	// bound it in bytes (InFlightBytes), so large messages stop well
+	// before it.
 	DefaultSourceInFlight = 1024
 	// DefaultSourceInFlightAMQP is the window of amqp:// sources: RabbitMQ
 	// pushes up to the prefetch count of messages whatever their size (it
@@ -28,6 +29,8 @@ const (
 	// Kafka source settles by committing offsets, one round trip per
 	// settlement batch, and a larger window keeps records flowing
 	// meanwhile (kafka -> kafka forwarded 30% faster than with 1024).
+	// Exactly-once routes keep DefaultSourceInFlight: their window is one
+	// transaction, which a nack or a rebalance aborts whole.
 	DefaultSourceInFlightKafka = 4096
 	DefaultBatch               = 100
 	MaxConcurrency             = 4096
@@ -185,7 +188,8 @@ type Source struct {
 	// bridge wants a larger window than an application. Default
 	// DefaultSourceWindow: 1024 for the schemes of this module (all take
 	// inflight=), but 256 for amqp://, whose prefetch counts messages, not
-	// bytes, and 4096 for kafka://; for other schemes only when set.
+	// bytes, and 4096 for kafka:// (1024 on an exactly-once route); for
+	// other schemes only when set.
 	InFlight int
 	// InFlightBytes bounds the payload and metadata bytes of the window
 	// beside InFlight ("inflight_bytes", a number of bytes or a size such
@@ -281,6 +285,11 @@ func (c Config) withDefaults() Config {
 		}
 		if r.From.InFlight == 0 {
 			r.From.InFlight = DefaultSourceWindow(r.From.URL)
+			if r.Guarantee == relay.ExactlyOnce && r.From.InFlight > DefaultSourceInFlight {
+				// There the window is the transaction: one nack or
+				// rebalance aborts and redelivers all of it.
+				r.From.InFlight = DefaultSourceInFlight
+			}
 		}
 		if r.Batch == 0 {
 			r.Batch = DefaultBatch

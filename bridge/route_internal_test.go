@@ -1,6 +1,10 @@
 package bridge
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/go-relay/relay"
+)
 
 func TestSourceURL(t *testing.T) {
 	cases := []struct {
@@ -23,5 +27,11 @@ func TestSourceURL(t *testing.T) {
 		if got := sourceURL(cfg.Routes[0].From); got != c.want {
 			t.Errorf("%+v: %s, want %s", c.src, got, c.want)
 		}
+	}
+	// On an exactly-once route the window is the transaction: Kafka keeps
+	// the smaller default there.
+	cfg := Config{Routes: []Route{{From: Source{URL: "kafka://h:9092", Group: "g"}, Guarantee: relay.ExactlyOnce}}}.withDefaults()
+	if got, want := sourceURL(cfg.Routes[0].From), "kafka://h:9092?group=g&inflight=1024"; got != want {
+		t.Errorf("exactly-once kafka source: %s, want %s", got, want)
 	}
 }
