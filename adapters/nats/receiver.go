@@ -23,8 +23,8 @@ type receiver struct {
 	nc        *natsgo.Conn
 	stream    string
 	fetchWait time.Duration
-	// maxPull is the consumer's max_ack_pending: the server refuses a
-	// pull request for more (409 Exceeded MaxAckPending).
+	// maxPull is the consumer's MaxAckPending (0: none): the server
+	// refuses a pull request for more (409 Exceeded MaxAckPending).
 	maxPull int
 	// drained is set when the last message received was a first delivery
 	// that the server sent with nothing more pending for the consumer:

@@ -145,13 +145,13 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	if err != nil {
 		return nil, err
 	}
-	return &receiver{
-		c:         c,
-		nc:        d.nc,
-		stream:    stream,
-		fetchWait: d.cfg.FetchWait,
-		maxPull:   d.cfg.MaxAckPending,
-	}, nil
+	r := &receiver{c: c, nc: d.nc, stream: stream, fetchWait: d.cfg.FetchWait}
+	// The consumer's own limit: an existing consumer keeps its settings,
+	// which may differ from max_ack_pending= (-1: none).
+	if info := c.CachedInfo(); info != nil && info.Config.MaxAckPending > 0 {
+		r.maxPull = info.Config.MaxAckPending
+	}
+	return r, nil
 }
 
 // Close closes the connection, when the subscriber opened it from a URL,
