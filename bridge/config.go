@@ -16,7 +16,8 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultConcurrency     = 512
 	// DefaultSourceInFlight is the window of this module's sources but
-	// amqp:// and kafka:// (see DefaultSourceWindow); their adapters also
+	// amqp:// and kafka:// (see DefaultSourceWindow), and of exactly-once
+	// kafka:// routes; their adapters also
 	// bound it in bytes (InFlightBytes), so large messages stop well
 	// before it.
 	DefaultSourceInFlight = 1024
@@ -366,7 +367,8 @@ func builtinScheme(raw string) bool {
 // subscribes with when it sets none: DefaultSourceInFlightAMQP for
 // amqp:// and amqps://, DefaultSourceInFlightKafka for kafka://,
 // DefaultSourceInFlight for the other schemes of this module, and 0 (the
-// adapter's own default) for any other scheme.
+// adapter's own default) for any other scheme. An exactly-once route
+// takes at most DefaultSourceInFlight.
 func DefaultSourceWindow(sourceURL string) int {
 	switch scheme(sourceURL) {
 	case "amqp", "amqps":

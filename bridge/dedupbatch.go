@@ -97,6 +97,12 @@ func (d *batchDedup) reserve(ctx context.Context, msgs []*relay.Message, traced 
 		keyOf[i] = key
 		keys = append(keys, key)
 	}
+	finished := false
+	defer func() {
+		if !finished { // a panic below: hold nothing the batch does not know of
+			d.releaseKeys(ctx, keys)
+		}
+	}()
 	states, errs := d.reserveKeys(ctx, keys)
 	send = make([]*relay.Message, 0, len(msgs))
 	k := 0 // index of msgs[i]'s key in keys
@@ -121,6 +127,7 @@ func (d *batchDedup) reserve(ctx context.Context, msgs []*relay.Message, traced 
 		}
 		k++
 	}
+	finished = true
 	return send, alone
 }
 

@@ -195,6 +195,12 @@ func (c *DedupConfig) run(ctx context.Context, msg *relay.Message, next router.H
 	state, err := c.Store.Reserve(sctx, key, token, c.Lease)
 	cancel()
 	if err != nil {
+		// The store may have reserved the key before the error reached
+		// us: drop that (it is this token's, nobody else's), or the
+		// redelivery would wait out the lease.
+		rctx, rcancel := c.storeCtx(context.WithoutCancel(ctx))
+		_ = c.Store.Release(rctx, key, token)
+		rcancel()
 		if c.FailOpen {
 			c.Logger.Warn("dedup: store failed; handling without dedup", "key", key, "err", err)
 			return next(ctx, msg)

@@ -229,3 +229,30 @@ func TestDedupInRouter(t *testing.T) {
 		t.Fatalf("effects: a %d, flaky %d; want 1 each", effects.get(a.ID), effects.get(b.ID))
 	}
 }
+
+// lostAnswerStore reserves the key and then fails, as a call whose answer
+// was lost does.
+type lostAnswerStore struct{ *middleware.MemoryStore }
+
+func (s lostAnswerStore) Reserve(ctx context.Context, key, token string, lease time.Duration) (middleware.DedupState, error) {
+	if _, err := s.MemoryStore.Reserve(ctx, key, token, lease); err != nil {
+		return 0, err
+	}
+	return 0, errStore
+}
+
+// A Reserve that failed after the store reserved the key does not leave
+// the key held: the redelivery runs instead of waiting out the lease.
+func TestDedupReserveErrorReleases(t *testing.T) {
+	mem := middleware.NewMemoryStore(middleware.MemoryStoreConfig{})
+	d := must(middleware.Dedup(middleware.DedupConfig{Store: lostAnswerStore{mem}}))
+	h := func(context.Context, *relay.Message) ([]*relay.Message, error) { return nil, nil }
+	m := relay.NewMessage(nil)
+	if _, err := d(h)(handlerCtx(), m); !errors.Is(err, errStore) {
+		t.Fatalf("Dedup = %v, want the store's error", err)
+	}
+	st, err := mem.Reserve(context.Background(), middleware.DefaultDedupKey(handlerCtx(), m), "next", time.Minute)
+	if err != nil || st != middleware.Reserved {
+		t.Fatalf("the key after the failed Reserve: %v, %v; want reserved by the next try", st, err)
+	}
+}
