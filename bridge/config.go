@@ -17,9 +17,8 @@ const (
 	DefaultConcurrency     = 512
 	// DefaultSourceInFlight is the window of this module's sources but
 	// amqp:// and kafka:// (see DefaultSourceWindow), and of exactly-once
-	// kafka:// routes; their adapters also
-	// bound it in bytes (InFlightBytes), so large messages stop well
-	// before it.
+	// kafka:// routes; their adapters also bound it in bytes
+	// (InFlightBytes), so large messages stop well before it.
 	DefaultSourceInFlight = 1024
 	// DefaultSourceInFlightAMQP is the window of amqp:// sources: RabbitMQ
 	// pushes up to the prefetch count of messages whatever their size (it

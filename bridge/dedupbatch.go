@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -103,7 +102,7 @@ func (d *batchDedup) reserve(ctx context.Context, msgs []*relay.Message, traced 
 			d.releaseKeys(ctx, keys)
 		}
 	}()
-	states, errs := d.reserveKeys(ctx, keys)
+	states, errs := middleware.ReserveAll(ctx, r.dedupStore, keys, d.token, r.dedupLease())
 	send = make([]*relay.Message, 0, len(msgs))
 	k := 0 // index of msgs[i]'s key in keys
 	for i, m := range msgs {
@@ -129,34 +128,6 @@ func (d *batchDedup) reserve(ctx context.Context, msgs []*relay.Message, traced 
 	}
 	finished = true
 	return send, alone
-}
-
-// reserveKeys reserves keys for the batch's token: in one call if the
-// store is a middleware.BatchStore, else one call per key. errs[i] is
-// why keys[i] could not be reserved. When the one call fails, every key
-// fails with its error, and the keys it may have reserved are released.
-func (d *batchDedup) reserveKeys(ctx context.Context, keys []string) (states []middleware.DedupState, errs []error) {
-	errs = make([]error, len(keys))
-	bs, ok := d.r.dedupStore.(middleware.BatchStore)
-	if !ok || len(keys) < 2 {
-		states = make([]middleware.DedupState, len(keys))
-		for i, k := range keys {
-			states[i], errs[i] = d.r.dedupStore.Reserve(ctx, k, d.token, d.r.dedupLease())
-		}
-		return states, errs
-	}
-	states, err := bs.ReserveBatch(ctx, keys, d.token, d.r.dedupLease())
-	if err == nil && len(states) != len(keys) {
-		err = fmt.Errorf("dedup store: ReserveBatch answered %d states for %d keys", len(states), len(keys))
-	}
-	if err != nil {
-		d.releaseKeys(ctx, keys)
-		states = make([]middleware.DedupState, len(keys))
-		for i := range errs {
-			errs[i] = err
-		}
-	}
-	return states, errs
 }
 
 // commit marks done the keys of srcs whose copies the destination
@@ -199,15 +170,7 @@ func (d *batchDedup) commitIDs(ctx context.Context, ids ...string) {
 	if len(keys) == 0 {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	if bs, ok := d.r.dedupStore.(middleware.BatchStore); ok && len(keys) > 1 {
-		err = bs.CommitBatch(ctx, keys, d.token, d.r.cfg.Dedup.TTL)
-	} else {
-		for _, k := range keys {
-			err = errors.Join(err, d.r.dedupStore.Commit(ctx, k, d.token, d.r.cfg.Dedup.TTL))
-		}
-	}
+	err := middleware.CommitAll(context.WithoutCancel(ctx), d.r.dedupStore, keys, d.token, d.r.cfg.Dedup.TTL)
 	if err != nil {
 		d.r.log.Warn("dedup: commit failed; a duplicate may run again after the lease", "keys", len(keys), "err", err)
 	}
@@ -224,15 +187,7 @@ func (d *batchDedup) releaseKeys(ctx context.Context, keys []string) {
 	if len(keys) == 0 {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
-	var err error
-	if bs, ok := d.r.dedupStore.(middleware.BatchStore); ok && len(keys) > 1 {
-		err = bs.ReleaseBatch(ctx, keys, d.token)
-	} else {
-		for _, k := range keys {
-			err = errors.Join(err, d.r.dedupStore.Release(ctx, k, d.token))
-		}
-	}
+	err := middleware.ReleaseAll(context.WithoutCancel(ctx), d.r.dedupStore, keys, d.token)
 	if err != nil {
 		d.r.log.Warn("dedup: release failed; the keys stay blocked until their lease expires", "keys", len(keys), "err", err)
 	}
