@@ -72,13 +72,19 @@ func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics
 }
 
 // sourceURL is the URL the route subscribes with: the configured one plus
-// group=, inflight= and inflight_bytes= unless it has them.
+// group=, inflight= and inflight_bytes= unless it has them, and for
+// kafka:// share_payloads=true unless it says otherwise (a route only reads
+// payloads, so it need not pay a copy per message).
 func sourceURL(s Source) string {
 	raw := withGroup(s.URL, s.Group)
-	if s.InFlight <= 0 && s.InFlightBytes <= 0 {
+	share := scheme(raw) == "kafka"
+	if s.InFlight <= 0 && s.InFlightBytes <= 0 && !share {
 		return raw
 	}
 	return withQuery(raw, func(q url.Values) {
+		if share && !q.Has("share_payloads") {
+			q.Set("share_payloads", "true")
+		}
 		if s.InFlight > 0 && q.Get("inflight") == "" {
 			q.Set("inflight", strconv.Itoa(s.InFlight))
 		}

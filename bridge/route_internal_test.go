@@ -14,11 +14,12 @@ func TestSourceURL(t *testing.T) {
 		{Source{URL: "redis://h:6379/0", Group: "g"}, "redis://h:6379/0?group=g&inflight=1024"},
 		{Source{URL: "amqp://u:p@h/?inflight=10", Group: "g"}, "amqp://u:p@h/?group=g&inflight=10"},
 		{Source{URL: "amqp://u:p@h/", Group: "g"}, "amqp://u:p@h/?group=g&inflight=256"},
-		{Source{URL: "kafka://h:9092?group=g", InFlight: 1000}, "kafka://h:9092?group=g&inflight=1000"},
+		{Source{URL: "kafka://h:9092?group=g", InFlight: 1000}, "kafka://h:9092?group=g&inflight=1000&share_payloads=true"},
 		{Source{URL: "sqs://?region=r"}, "sqs://?inflight=1024&region=r"},
 		{Source{URL: "nats://h", Group: "g"}, "nats://h?group=g&inflight=1024"},
 		{Source{URL: "postgres://h/db", Group: "g"}, "postgres://h/db?group=g&inflight=1024"},
-		{Source{URL: "kafka://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=4096"},
+		{Source{URL: "kafka://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=true"},
+		{Source{URL: "kafka://h:9092?share_payloads=false", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=false"},
 		{Source{URL: "custom://h", Group: "g"}, "custom://h?group=g"}, // not this module's: its adapter's default
 		{Source{URL: "nats://h", Group: "g", InFlight: 5}, "nats://h?group=g&inflight=5"},
 	}
@@ -31,7 +32,7 @@ func TestSourceURL(t *testing.T) {
 	// On an exactly-once route the window is the transaction: Kafka keeps
 	// the smaller default there.
 	cfg := Config{Routes: []Route{{From: Source{URL: "kafka://h:9092", Group: "g"}, Guarantee: relay.ExactlyOnce}}}.withDefaults()
-	if got, want := sourceURL(cfg.Routes[0].From), "kafka://h:9092?group=g&inflight=1024"; got != want {
+	if got, want := sourceURL(cfg.Routes[0].From), "kafka://h:9092?group=g&inflight=1024&share_payloads=true"; got != want {
 		t.Errorf("exactly-once kafka source: %s, want %s", got, want)
 	}
 }

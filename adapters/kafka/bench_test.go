@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver"
 )
 
 // The benchmarks compare relay with franz-go (kgo) used directly for the
@@ -39,6 +41,19 @@ const (
 
 // benchCluster is the cluster both sides of a benchmark use.
 func benchCluster(b *testing.B) *cluster { return newCluster(b) }
+
+// dropBenchTopic deletes a round's topic and collects the garbage, so that
+// kfake's in-memory log does not grow round after round and every round
+// starts from the same heap (the GC's work grows with the live heap, and
+// with it the noise between rounds).
+func (c *cluster) dropBenchTopic(b *testing.B, topic string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.admin(b).DeleteTopics(ctx, topic); err != nil {
+		b.Fatalf("delete topic %s: %v", topic, err)
+	}
+	runtime.GC()
+}
 
 func benchMessages(n int) []*relay.Message {
 	msgs := make([]*relay.Message, n)
@@ -73,6 +88,7 @@ func measured(n int, wall time.Duration, cpu time.Duration) result {
 func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
+	defer c.dropBenchTopic(b, topic)
 	pub := openPub(b, c.url("linger", linger.String()))
 	defer pub.Close()
 	msgs := benchMessages(batch)
@@ -93,6 +109,7 @@ func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Durati
 func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
+	defer c.dropBenchTopic(b, topic)
 	cl := rawProducer(b, c, linger)
 	defer cl.Close()
 	body := make([]byte, benchPayload)
@@ -129,6 +146,7 @@ func rawPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration
 func relayAsyncPublishRate(b *testing.B, c *cluster, n, batch int) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
+	defer c.dropBenchTopic(b, topic)
 	pub := openPub(b, c.url())
 	defer pub.Close()
 	ap := pub.(relay.AsyncPublisher)
@@ -165,6 +183,7 @@ func relayAsyncPublishRate(b *testing.B, c *cluster, n, batch int) result {
 func rawAsyncPublishRate(b *testing.B, c *cluster, n int) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
+	defer c.dropBenchTopic(b, topic)
 	cl := rawProducer(b, c, 0)
 	defer cl.Close()
 	body := make([]byte, benchPayload)
@@ -214,6 +233,7 @@ func parallelPublishRate(n, g, batch int, publish func(k int)) {
 func relayParallelPublishRate(b *testing.B, c *cluster, n, g, batch int) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
+	defer c.dropBenchTopic(b, topic)
 	pub := openPub(b, c.url())
 	defer pub.Close()
 	body := make([]byte, benchPayload)
@@ -235,6 +255,7 @@ func relayParallelPublishRate(b *testing.B, c *cluster, n, g, batch int) result 
 func rawParallelPublishRate(b *testing.B, c *cluster, n, g, batch int) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
+	defer c.dropBenchTopic(b, topic)
 	cl := rawProducer(b, c, 0)
 	defer cl.Close()
 	body := make([]byte, benchPayload)
@@ -281,10 +302,11 @@ func fill(b *testing.B, c *cluster, n int) string {
 // relayConsumeRate drains a pre-filled topic, acking every message; the
 // clock runs from the first message to the end of Close (final commit),
 // the CPU count from opening the subscriber.
-func relayConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)) result {
+func relayConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte), params ...string) result {
 	topic := fill(b, c, n)
+	defer c.dropBenchTopic(b, topic)
 	cpu := cpuTime()
-	sub := openSub(b, c.subURL(unique("g"), "inflight", fmt.Sprint(window)))
+	sub := openSub(b, c.subURL(unique("g"), append([]string{"inflight", fmt.Sprint(window)}, params...)...))
 	ch, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		b.Fatal(err)
@@ -306,10 +328,47 @@ func relayConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)
 	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
+// relayBatchConsumeRate is relayConsumeRate on the driver's batch path
+// (driver.BatchSubscriber, what the router's batch handlers and the bridge
+// use): batches as the shared layer received them, each message acked.
+func relayBatchConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)) result {
+	topic := fill(b, c, n)
+	defer c.dropBenchTopic(b, topic)
+	cpu := cpuTime()
+	sub := openSub(b, c.subURL(unique("g"), "inflight", fmt.Sprint(window)))
+	bs, ok := sub.(driver.BatchSubscriber)
+	if !ok {
+		b.Fatalf("%T has no batch path", sub)
+	}
+	ch, err := bs.SubscribeBatches(context.Background(), topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var start time.Time
+	for got := 0; got < n; {
+		batch := <-ch
+		if got == 0 {
+			start = time.Now()
+		}
+		for _, m := range batch {
+			work(m.Payload)
+			if err := m.Ack(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		got += len(batch)
+	}
+	if err := sub.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return measured(n, time.Since(start), cpuTime()-cpu)
+}
+
 // rawConsumeRate does the same with kgo: poll up to window records,
 // process them, commit them synchronously, repeat; then leave the group.
 func rawConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)) result {
 	topic := fill(b, c, n)
+	defer c.dropBenchTopic(b, topic)
 	cpu := cpuTime()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumerGroup(unique("g")), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
@@ -427,6 +486,18 @@ func BenchmarkRatio(b *testing.B) {
 	b.Run("consume-ack/window=256", func(b *testing.B) {
 		compare(b,
 			func(n int) result { return relayConsumeRate(b, c, n, 256, noWork) },
+			func(n int) result { return rawConsumeRate(b, c, n, 256, noWork) })
+	})
+	// share_payloads=true, as the bridge's kafka:// sources run: messages
+	// share franz-go's fetch buffers instead of copying them.
+	b.Run("consume-ack/window=256/share_payloads", func(b *testing.B) {
+		compare(b,
+			func(n int) result { return relayConsumeRate(b, c, n, 256, noWork, "share_payloads", "true") },
+			func(n int) result { return rawConsumeRate(b, c, n, 256, noWork) })
+	})
+	b.Run("consume-ack/window=256/batch-path", func(b *testing.B) {
+		compare(b,
+			func(n int) result { return relayBatchConsumeRate(b, c, n, 256, noWork) },
 			func(n int) result { return rawConsumeRate(b, c, n, 256, noWork) })
 	})
 	// The same with some work per record, as any real consumer has: both

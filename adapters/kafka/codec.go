@@ -118,13 +118,20 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 	return m
 }
 
-// decodeInto is decodeRecord into m, copying the record's bytes into a
-// (one allocation per chunk, not per field; Receive decodes a batch
-// through one arena).
+// decodeInto is decodeRecord into m. With an arena, the record's bytes are
+// copied into it (one allocation per chunk, not per field; Receive decodes
+// a batch through one arena). With a nil arena (share_payloads=true) the
+// message shares the record's bytes instead: Payload is a slice of the
+// record's value with its capacity cut to its length (an append
+// reallocates instead of writing into the next record), and ID, Key and
+// metadata values are strings over the record's bytes. Sharing is sound
+// because franz-go decodes every fetch into buffers of its own and never
+// writes them again; only a kgo.WithPools pool would reuse them, and this
+// package configures none.
 func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
-	m.Payload = a.Bytes(r.Value)
+	m.Payload = sharedOrCopied(a, r.Value)
 	if len(r.Key) > 0 {
-		m.Key = a.String(r.Key)
+		m.Key = recordString(a, r.Key)
 	}
 	if r.Value == nil {
 		m.Metadata = relay.Metadata{MetadataTombstone: "true"}
@@ -139,7 +146,7 @@ func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
 			if idSeen {
 				repeats = append(repeats, i)
 			} else {
-				m.ID, idSeen = a.String(h.Value), true
+				m.ID, idSeen = recordString(a, h.Value), true
 			}
 			continue
 		}
@@ -151,7 +158,7 @@ func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
 		if m.Metadata == nil {
 			m.Metadata = make(relay.Metadata, len(r.Headers))
 		}
-		m.Metadata[name] = a.String(h.Value)
+		m.Metadata[name] = recordString(a, h.Value)
 	}
 	for _, i := range repeats {
 		h := r.Headers[i]
@@ -160,6 +167,30 @@ func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
 	if m.ID == "" {
 		m.ID = foreignID(r)
 	}
+}
+
+// sharedOrCopied is p copied into a, or p itself (capacity cut) when a is nil;
+// nil when p is empty.
+func sharedOrCopied(a *driver.Arena, p []byte) []byte {
+	switch {
+	case a != nil:
+		return a.Bytes(p)
+	case len(p) == 0:
+		return nil
+	}
+	return p[:len(p):len(p)]
+}
+
+// recordString is p as a string, copied into a, or over p's own bytes when
+// a is nil.
+func recordString(a *driver.Arena, p []byte) string {
+	switch {
+	case a != nil:
+		return a.String(p)
+	case len(p) == 0:
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(p), len(p))
 }
 
 // mdName is the metadata name of a header (relay-md- stripped).

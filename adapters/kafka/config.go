@@ -206,6 +206,15 @@ type SubscriberConfig struct {
 	// ReadUncommitted also delivers records of open and aborted
 	// transactions (isolation=read_uncommitted). Default read_committed.
 	ReadUncommitted bool
+	// SharePayloads hands out messages whose Payload (and ID, Key and
+	// metadata) share the memory franz-go fetched them into, instead of
+	// copies (share_payloads=). It saves a copy and an allocation per
+	// message, for consumers that only read payloads, such as the bridge,
+	// which sets it on its kafka:// sources. The handler must then not
+	// modify a Payload in place: a redelivery in this process (after a
+	// Nack) hands out the same bytes again, changes included, where by
+	// default it hands out the record as it was fetched. Default false.
+	SharePayloads bool
 }
 
 type problem struct{ param, reason string }

@@ -24,7 +24,7 @@ func TestParseSubscriberURL(t *testing.T) {
 	u := mustURL(t, "kafka://u:secret@b1?seed=b2:9093,b3:1&seed=[::1]:7&group=g&start=latest&inflight=9&session_timeout=7s"+
 		"&heartbeat_interval=1s&rebalance_timeout=9s&fetch_max_wait=50ms&fetch_max_bytes=65536&balancer=range&commit_interval=10ms&max_uncommitted=5"+
 		"&isolation=read_uncommitted&client_id=c&dial_timeout=2s&request_timeout=4s&metadata_min_age=3s&tls_ca=/ca.pem&tls_insecure=true"+
-		"&tls_server_name=kafka.local&sasl_mechanism=SCRAM-SHA-512&partitions=6&replication=3&create_topics=false")
+		"&tls_server_name=kafka.local&sasl_mechanism=SCRAM-SHA-512&partitions=6&replication=3&create_topics=false&share_payloads=true")
 	cfg, err := ParseSubscriberURL(u)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestParseSubscriberURL(t *testing.T) {
 		},
 		Group: "g", Start: StartLatest, InFlight: 9, SessionTimeout: 7 * time.Second, HeartbeatInterval: time.Second,
 		RebalanceTimeout: 9 * time.Second, FetchMaxWait: 50 * time.Millisecond, FetchMaxBytes: 65536, Balancer: "range", CommitInterval: 10 * time.Millisecond,
-		MaxUncommitted: 5, ReadUncommitted: true,
+		MaxUncommitted: 5, ReadUncommitted: true, SharePayloads: true,
 	}
 	cfg.Logger = nil
 	if got, w := strings.Join(cfg.Brokers, " "), strings.Join(want.Brokers, " "); got != w {
@@ -97,6 +97,7 @@ func TestParseErrors(t *testing.T) {
 		{true, "kafka://h?tls_cert=/c.pem", []string{"tls_cert"}},
 		{true, "kafka://h?partitions=-1", []string{"partitions"}},
 		{false, "kafka://h?group=g&isolation=dirty", []string{"isolation"}},
+		{false, "kafka://h?group=g&share_payloads=maybe", []string{"share_payloads"}},
 		{true, "kafka://h?transaction_timeout=soon", []string{"transaction_timeout"}},
 	}
 	for _, c := range cases {

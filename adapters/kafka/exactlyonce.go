@@ -286,7 +286,11 @@ func (d *eoDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver
 		return nil, err
 	}
 	d.p.sess.Client().AddConsumeTopics(topic)
-	return &eoReceiver{p: d.p, topic: topic, attempts: map[eoKey]int{}, settled: make(chan struct{}, 1)}, nil
+	r := &eoReceiver{p: d.p, topic: topic, attempts: map[eoKey]int{}, settled: make(chan struct{}, 1)}
+	if !d.p.cfg.SharePayloads {
+		r.arena = new(driver.Arena)
+	}
+	return r, nil
 }
 
 type eoKey struct {
@@ -304,7 +308,7 @@ type eoHandle struct{ gen uint64 }
 type eoReceiver struct {
 	p     *eoPair
 	topic string
-	arena driver.Arena
+	arena *driver.Arena // nil with share_payloads=true (see decodeInto)
 
 	batch    []*kgo.Record // the polled records of the open transaction
 	next     int           // batch[next:] are not delivered yet
@@ -350,7 +354,7 @@ func (r *eoReceiver) deliver(max int) []driver.Received {
 		rec := r.batch[r.next+i]
 		key := eoKey{rec.Partition, rec.Offset}
 		r.attempts[key]++
-		decodeInto(&msgs[i], rec, &r.arena)
+		decodeInto(&msgs[i], rec, r.arena)
 		out[i] = driver.Received{Msg: &msgs[i], Attempt: r.attempts[key], Handle: h}
 	}
 	r.next += k

@@ -15,11 +15,19 @@ import (
 	"github.com/go-relay/relay/adapters/kafka"
 )
 
+// TestRoundTrip runs with copied payloads (the default) and with
+// share_payloads=true, whose messages share franz-go's fetch buffers.
 func TestRoundTrip(t *testing.T) {
 	c := newCluster(t)
+	for _, share := range []string{"false", "true"} {
+		t.Run("share_payloads="+share, func(t *testing.T) { testRoundTrip(t, c, share) })
+	}
+}
+
+func testRoundTrip(t *testing.T, c *cluster, share string) {
 	topic := unique("rt")
 	pub := openPub(t, c.url("partitions", "3"))
-	sub := openSub(t, c.subURL(unique("g")))
+	sub := openSub(t, c.subURL(unique("g"), "share_payloads", share))
 
 	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, 200_000) // 800 kB
 	msgs := []*relay.Message{

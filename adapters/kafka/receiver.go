@@ -44,8 +44,9 @@ type receiver struct {
 	pauseWarned time.Time
 	// arena holds the decoded fields of redelivered messages; used by
 	// take, under mu. pollArena holds those of polled records; used by
-	// register, on the poll loop.
-	arena, pollArena driver.Arena
+	// register, on the poll loop. Both are nil with share_payloads=true:
+	// messages share the records' bytes (see decodeInto).
+	arena, pollArena *driver.Arena
 
 	commitMu sync.Mutex // orders commits of the loop, revocations and Close
 
@@ -102,6 +103,9 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		commitReq:      make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		loopDone:       make(chan struct{}),
+	}
+	if !d.cfg.SharePayloads {
+		r.arena, r.pollArena = new(driver.Arena), new(driver.Arena)
 	}
 	r.life, r.endLife = context.WithCancel(context.Background())
 	go r.commitLoop()
@@ -185,7 +189,7 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 				msgs = make([]relay.Message, k)
 			}
 			m = &msgs[len(out)]
-			decodeInto(m, h.rec, &r.arena)
+			decodeInto(m, h.rec, r.arena)
 		}
 		h.msg = nil // the consumer's now
 		out = append(out, driver.Received{Msg: m, Attempt: int(h.attempt), Handle: h})
@@ -220,7 +224,7 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	decoded := msgs
 	ft.EachPartition(func(fp kgo.FetchPartition) {
 		fp.EachRecord(func(rec *kgo.Record) {
-			decodeInto(&decoded[0], rec, &r.pollArena)
+			decodeInto(&decoded[0], rec, r.pollArena)
 			decoded = decoded[1:]
 		})
 	})

@@ -66,8 +66,18 @@ func (p *partState) search(off int64) int {
 	return p.head + sort.Search(len(live), func(i int) bool { return live[i].offset >= off })
 }
 
-// find returns the entry of offset, or nil.
+// find returns the entry of offset, or nil. Offsets are usually dense
+// (a gap needs compaction or transaction markers), so the entry is looked
+// for first where a dense run would put it, and searched for only if it
+// is not there.
 func (p *partState) find(offset int64) *entry {
+	if p.head < len(p.entries) {
+		if d := offset - p.entries[p.head].offset; d >= 0 && d < int64(len(p.entries)-p.head) {
+			if e := &p.entries[p.head+int(d)]; e.offset == offset {
+				return e
+			}
+		}
+	}
 	i := p.search(offset)
 	if i < len(p.entries) && p.entries[i].offset == offset {
 		return &p.entries[i]

@@ -155,6 +155,24 @@ func TestCodec(t *testing.T) {
 	if string(r.Value) != "p" {
 		t.Fatal("decoded payload aliases the record")
 	}
+	// With a nil arena (share_payloads=true) the message shares the
+	// record's bytes, and an append to the payload cannot reach the bytes
+	// after it in the fetch buffer.
+	buf := []byte("pqNEXT")
+	r.Value = buf[:2]
+	var shared relay.Message
+	decodeInto(&shared, r, nil)
+	if shared.ID != "x" || shared.Key != "k" || string(shared.Payload) != "pq" {
+		t.Fatalf("shared decode %+v", shared)
+	}
+	shared.Payload[0] = 'X'
+	if r.Value[0] != 'X' {
+		t.Fatal("shared payload is a copy")
+	}
+	_ = append(shared.Payload, '!')
+	if string(buf) != "XqNEXT" {
+		t.Fatalf("append to a shared payload wrote into the buffer: %q", buf)
+	}
 	// A record without relay-id gets a stable ID from its position.
 	if id := decodeRecord(&kgo.Record{Topic: "t", Partition: 2, Offset: 7}).ID; id != "kafka:t:2:7" {
 		t.Fatalf("foreign id %q", id)
@@ -179,5 +197,30 @@ func TestTrackerStuck(t *testing.T) {
 	}
 	if p.stuck(11, time.Second, now.Add(time.Hour)) {
 		t.Fatal("stuck below the bound")
+	}
+}
+
+// find must return the entry of exactly the offset asked for, whether the
+// offsets are dense (found where a dense run puts them) or have gaps (the
+// dense guess lands on another entry, and the search takes over).
+func TestTrackerFind(t *testing.T) {
+	p := newPartState(0)
+	offsets := []int64{3, 4, 5, 9, 10, 11, 12, 20, 21}
+	for _, o := range offsets {
+		p.add(o, 0, 1)
+	}
+	p.ack(3) // head moves past 3
+	live := map[int64]bool{}
+	for _, o := range offsets[1:] {
+		live[o] = true
+	}
+	for o := int64(0); o < 25; o++ {
+		e := p.find(o)
+		switch {
+		case live[o] && (e == nil || e.offset != o):
+			t.Fatalf("find(%d) = %+v, want its entry", o, e)
+		case !live[o] && e != nil:
+			t.Fatalf("find(%d) = %+v, want nil", o, e)
+		}
 	}
 }

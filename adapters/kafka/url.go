@@ -102,6 +102,7 @@ func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, e
 	sc.CommitInterval = p.Duration("commit_interval", 0)
 	sc.MaxUncommitted = p.Int("max_uncommitted", DefaultMaxUncommitted, 1)
 	sc.ReadUncommitted = p.Enum("isolation", "read_committed", "read_committed", "read_uncommitted") == "read_uncommitted"
+	sc.SharePayloads = p.Bool("share_payloads", false)
 
 	pc.defaults()
 	sc.defaults()
