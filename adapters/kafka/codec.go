@@ -169,6 +169,15 @@ func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
 	}
 }
 
+// decodeArena is the arena a receiver decodes records through: nil with
+// share_payloads=true, so that messages share the records' bytes.
+func decodeArena(cfg SubscriberConfig) *driver.Arena {
+	if cfg.SharePayloads {
+		return nil
+	}
+	return new(driver.Arena)
+}
+
 // sharedOrCopied is p copied into a, or p itself (capacity cut) when a is nil;
 // nil when p is empty.
 func sharedOrCopied(a *driver.Arena, p []byte) []byte {

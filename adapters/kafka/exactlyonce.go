@@ -286,11 +286,7 @@ func (d *eoDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver
 		return nil, err
 	}
 	d.p.sess.Client().AddConsumeTopics(topic)
-	r := &eoReceiver{p: d.p, topic: topic, attempts: map[eoKey]int{}, settled: make(chan struct{}, 1)}
-	if !d.p.cfg.SharePayloads {
-		r.arena = new(driver.Arena)
-	}
-	return r, nil
+	return &eoReceiver{p: d.p, topic: topic, arena: decodeArena(d.p.cfg), attempts: map[eoKey]int{}, settled: make(chan struct{}, 1)}, nil
 }
 
 type eoKey struct {

@@ -104,9 +104,7 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		stop:           make(chan struct{}),
 		loopDone:       make(chan struct{}),
 	}
-	if !d.cfg.SharePayloads {
-		r.arena, r.pollArena = new(driver.Arena), new(driver.Arena)
-	}
+	r.arena, r.pollArena = decodeArena(d.cfg), decodeArena(d.cfg)
 	r.life, r.endLife = context.WithCancel(context.Background())
 	go r.commitLoop()
 	return r
