@@ -20,6 +20,7 @@ func TestSourceURL(t *testing.T) {
 		{Source{URL: "postgres://h/db", Group: "g"}, "postgres://h/db?group=g&inflight=1024"},
 		{Source{URL: "kafka://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=true"},
 		{Source{URL: "kafka://h:9092?share_payloads=false", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=false"},
+		{Source{URL: "KAFKA://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=true"},
 		{Source{URL: "custom://h", Group: "g"}, "custom://h?group=g"}, // not this module's: its adapter's default
 		{Source{URL: "nats://h", Group: "g", InFlight: 5}, "nats://h?group=g&inflight=5"},
 	}

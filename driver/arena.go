@@ -1,6 +1,10 @@
 package driver
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/go-relay/relay"
+)
 
 // Arena copies the small byte slices and strings of received messages
 // (payloads, IDs, keys, metadata values) into shared chunks, so that
@@ -35,6 +39,27 @@ func (a *Arena) Bytes(p []byte) []byte {
 	n := len(a.buf)
 	a.buf = append(a.buf, p...)
 	return a.buf[n:len(a.buf):len(a.buf)]
+}
+
+// CloneString returns a copy of s, in the arena like String's. A store
+// that keeps messages uses it so that what it keeps does not pin the
+// memory s came from (a receiver may hand out strings over its client's
+// buffers, as kafka:// does with share_payloads=true).
+func (a *Arena) CloneString(s string) string {
+	return a.String(unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+// CloneMetadata returns a copy of md whose names and values are copies
+// too (see CloneString); nil for an empty md.
+func (a *Arena) CloneMetadata(md relay.Metadata) relay.Metadata {
+	if len(md) == 0 {
+		return nil
+	}
+	c := make(relay.Metadata, len(md))
+	for k, v := range md {
+		c[a.CloneString(k)] = a.CloneString(v)
+	}
+	return c
 }
 
 // String returns p as a string. Its bytes live in the arena's chunk,

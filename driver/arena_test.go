@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"github.com/go-relay/relay"
 )
 
 // Copies are equal to their source, independent of it and of each other
@@ -39,5 +42,28 @@ func TestArenaCopies(t *testing.T) {
 		if s != strings.Repeat(string(rune('a'+i%26)), 7) {
 			t.Fatalf("copy %d changed: %q", i, s)
 		}
+	}
+}
+
+// CloneString and CloneMetadata return equal strings in memory of their
+// own, so that what a store keeps pins nothing of its source.
+func TestArenaClonesStrings(t *testing.T) {
+	var a Arena
+	src := []byte("shared-id-and-more")
+	s := unsafe.String(unsafe.SliceData(src), 9) // "shared-id", over src
+	c := a.CloneString(s)
+	src[0] = 'X'
+	if c != "shared-id" || unsafe.StringData(c) == unsafe.StringData(s) {
+		t.Fatalf("CloneString gave %q over its source's memory", c)
+	}
+	if a.CloneString("") != "" || a.CloneMetadata(nil) != nil || a.CloneMetadata(relay.Metadata{}) != nil {
+		t.Fatal("empty input should give an empty result")
+	}
+	k, v := []byte("name"), []byte("value")
+	md := relay.Metadata{unsafe.String(unsafe.SliceData(k), 4): unsafe.String(unsafe.SliceData(v), 5)}
+	cm := a.CloneMetadata(md)
+	k[0], v[0] = 'X', 'X'
+	if len(cm) != 1 || cm["name"] != "value" {
+		t.Fatalf("CloneMetadata gave %v after its source changed", cm)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
@@ -49,7 +50,12 @@ func benchCluster(b *testing.B) *cluster { return newCluster(b) }
 func (c *cluster) dropBenchTopic(b *testing.B, topic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.admin(b).DeleteTopics(ctx, topic); err != nil {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close() // now, not at the benchmark's end: rounds must not pile up clients
+	if _, err := kadm.NewClient(cl).DeleteTopics(ctx, topic); err != nil {
 		b.Fatalf("delete topic %s: %v", topic, err)
 	}
 	runtime.GC()
@@ -346,7 +352,10 @@ func relayBatchConsumeRate(b *testing.B, c *cluster, n, window int, work func([]
 	}
 	var start time.Time
 	for got := 0; got < n; {
-		batch := <-ch
+		batch, ok := <-ch
+		if !ok {
+			b.Fatalf("subscription ended after %d of %d messages", got, n)
+		}
 		if got == 0 {
 			start = time.Now()
 		}

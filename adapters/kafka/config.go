@@ -208,12 +208,20 @@ type SubscriberConfig struct {
 	ReadUncommitted bool
 	// SharePayloads hands out messages whose Payload (and ID, Key and
 	// metadata) share the memory franz-go fetched them into, instead of
-	// copies (share_payloads=). It saves a copy and an allocation per
-	// message, for consumers that only read payloads, such as the bridge,
-	// which sets it on its kafka:// sources. The handler must then not
-	// modify a Payload in place: a redelivery in this process (after a
-	// Nack) hands out the same bytes again, changes included, where by
-	// default it hands out the record as it was fetched. Default false.
+	// copies (share_payloads=). It saves copying each field into the
+	// subscription's arena, for consumers that only read payloads, such
+	// as the bridge, which sets it on its kafka:// sources. Two rules
+	// then hold for the handler:
+	//   - it must not modify a Payload in place: a redelivery in this
+	//     process (after a Nack) hands out the same bytes again, changes
+	//     included, where by default it hands out the record as it was
+	//     fetched (on an exactly-once subscription a Nack aborts the
+	//     transaction and the records are fetched again either way);
+	//   - whatever it keeps after settling the message (the Payload, or
+	//     the ID, Key or a metadata value) keeps the whole fetch response
+	//     it came from alive, up to fetch_max_bytes: copy what you keep
+	//     (Message.Copy copies the payload, strings.Clone a string).
+	// Default false.
 	SharePayloads bool
 }
 

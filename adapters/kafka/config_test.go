@@ -55,7 +55,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Start != StartEarliest || s.InFlight != DefaultInFlight || s.Balancer != "cooperative-sticky" || s.ReadUncommitted ||
-		s.NoCreateTopics || s.SessionTimeout != DefaultSessionTimeout || s.MaxUncommitted != DefaultMaxUncommitted {
+		s.NoCreateTopics || s.SessionTimeout != DefaultSessionTimeout || s.MaxUncommitted != DefaultMaxUncommitted || s.SharePayloads {
 		t.Fatalf("subscriber defaults: %+v", s)
 	}
 	p, err := ParsePublisherURL(mustURL(t, "kafka://h"))

@@ -60,7 +60,15 @@ func (r *restartable) restart(t testing.TB) {
 	r.c = c
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { testConformance(t) }
+
+// TestConformanceSharedPayloads runs the suite with share_payloads=true,
+// as the bridge's kafka:// sources run: messages over franz-go's fetch
+// buffers must behave as copies do (apart from in-place changes, which
+// the suite does not make).
+func TestConformanceSharedPayloads(t *testing.T) { testConformance(t, "share_payloads", "true") }
+
+func testConformance(t *testing.T, subParams ...string) {
 	c := &cluster{brokers: testenv.KafkaBrokers(t)}
 	var restart func(testing.TB)
 	if c.brokers == nil {
@@ -73,7 +81,9 @@ func TestConformance(t *testing.T) {
 	// 1 only; with two members over two partitions each gets one of them.
 	pubURL := c.url("partitions", "2")
 	liveSubs := &liveCount{n: map[string]map[*balancedSub]map[string]int{}}
-	subURL := func(group string) string { return c.subURL(group, "partitions", "2") }
+	subURL := func(group string) string {
+		return c.subURL(group, append([]string{"partitions", "2"}, subParams...)...)
+	}
 	adaptertest.Run(t, adaptertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -430,3 +430,41 @@ func TestHealth(t *testing.T) {
 		t.Fatalf("health with the cluster gone: publisher %v, subscriber %v", ph.Health(), sh.Health())
 	}
 }
+
+// A nacked record is redelivered from this process. By default each
+// delivery is a copy of the record as fetched, so a handler's in-place
+// change never reaches the redelivery; with share_payloads=true the
+// deliveries share the fetched bytes, so the change is seen again, as
+// docs/kafka.md warns (and which shows that the option is in effect).
+func TestNackRedeliveryAfterInPlaceChange(t *testing.T) {
+	c := newCluster(t)
+	for _, tc := range []struct{ share, want string }{{"false", "original"}, {"true", "Xriginal"}} {
+		t.Run("share_payloads="+tc.share, func(t *testing.T) {
+			topic := unique("inplace")
+			c.createTopic(t, topic, 1)
+			pub := openPub(t, c.url())
+			if err := pub.Publish(context.Background(), topic, relay.NewMessage([]byte("original"))); err != nil {
+				t.Fatal(err)
+			}
+			sub := openSub(t, c.subURL(unique("g"), "share_payloads", tc.share))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ch, err := sub.Subscribe(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := recv(t, ch)
+			first.Payload[0] = 'X'
+			if err := first.Nack(); err != nil {
+				t.Fatal(err)
+			}
+			again := recv(t, ch)
+			if again.ID != first.ID || again.Attempt() != 2 || string(again.Payload) != tc.want {
+				t.Fatalf("redelivery: %s attempt %d payload %q, want %q", again.ID, again.Attempt(), again.Payload, tc.want)
+			}
+			if err := again.Ack(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

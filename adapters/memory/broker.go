@@ -117,7 +117,11 @@ func (b *broker) publish(topicName string, msgs []*relay.Message) {
 	es := make([]entry, len(msgs))
 	for i, m := range msgs {
 		b.seq++
-		es[i] = entry{seq: b.seq, id: m.ID, key: m.Key, md: m.Metadata.Clone(), payload: b.payloads.Bytes(m.Payload)}
+		// Copies of every field: a published message's strings may share
+		// the memory of a message received elsewhere (kafka://
+		// share_payloads), which the entry must not pin.
+		p := &b.payloads
+		es[i] = entry{seq: b.seq, id: p.CloneString(m.ID), key: p.CloneString(m.Key), md: p.CloneMetadata(m.Metadata), payload: p.Bytes(m.Payload)}
 	}
 	if len(t.groups) == 0 {
 		for i := range es {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/goleak"
 
@@ -137,12 +138,23 @@ func TestPayloadsAreCopies(t *testing.T) {
 		subs[i] = s
 	}
 	a, b := []byte("aa"), []byte("bb")
-	relaytest.Publish(t, pub, "t", relay.NewMessage(a), relay.NewMessage(b))
+	// The first message's ID, Key and metadata are strings over a buffer
+	// (as kafka:// share_payloads hands them out): the broker keeps copies.
+	shared := []byte("id-1key-1mdval")
+	view := func(i, j int) string { return unsafe.String(&shared[i], j-i) }
+	first := &relay.Message{ID: view(0, 4), Key: view(4, 9), Metadata: relay.Metadata{view(9, 11): view(11, 14)}, Payload: a}
+	relaytest.Publish(t, pub, "t", first, relay.NewMessage(b))
 	a[0], b[0] = 'X', 'X'
+	for i := range shared {
+		shared[i] = '#'
+	}
 
 	ch, cancel := relaytest.Subscribe(t, subs[0], "t")
 	defer cancel()
 	m1, m2 := relaytest.Next(t, ch, "first"), relaytest.Next(t, ch, "second")
+	if m1.ID != "id-1" || m1.Key != "key-1" || len(m1.Metadata) != 1 || m1.Metadata["md"] != "val" {
+		t.Fatalf("first message's strings changed with the buffer they came from: %q %q %v", m1.ID, m1.Key, m1.Metadata)
+	}
 	m1.Payload[1] = 'Y'
 	_ = append(m1.Payload, 'Z', 'Z')
 	if got := string(m2.Payload); got != "bb" {
