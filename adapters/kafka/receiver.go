@@ -172,7 +172,7 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 		if q == &r.queue {
 			r.queuedBytes -= recordBytes(h.rec)
 		}
-		if r.parts[h.ps.part] != h.ps {
+		if h.ps.revoked {
 			continue // partition revoked meanwhile
 		}
 		e := h.ps.find(h.rec.Offset)
@@ -236,15 +236,15 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	now := time.Now()
 	ft.EachPartition(func(fp kgo.FetchPartition) {
 		hs := make([]handle, len(fp.Records))
+		ps := r.parts[fp.Partition]
+		if ps == nil && len(fp.Records) > 0 {
+			ps = newPartState(fp.Partition)
+			r.parts[fp.Partition] = ps
+		}
 		fp.EachRecord(func(rec *kgo.Record) {
 			h, m := &hs[0], &msgs[0]
 			hs, msgs = hs[1:], msgs[1:]
 			n++
-			ps := r.parts[rec.Partition]
-			if ps == nil {
-				ps = newPartState(rec.Partition)
-				r.parts[rec.Partition] = ps
-			}
 			// Deliveries elsewhere in this process; take counts this one.
 			seen := recallAttempts(attemptKey{r.d.scope, r.topic, rec.Partition, rec.Offset})
 			ps.add(rec.Offset, rec.LeaderEpoch, seen)
@@ -290,7 +290,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	var resume []int32
 	for _, s := range batch {
 		h := s.Handle.(*handle)
-		if r.parts[h.ps.part] != h.ps {
+		if h.ps.revoked {
 			continue
 		}
 		if !s.Ack {
@@ -413,7 +413,7 @@ func (r *receiver) drop(parts []int32, commit bool) {
 	// Queued records of dropped partitions go to their new owner: take
 	// them out, so they do not count against the read-ahead.
 	r.queue = slices.DeleteFunc(r.queue, func(h *handle) bool {
-		if r.parts[h.ps.part] != h.ps {
+		if h.ps.revoked {
 			r.queuedBytes -= recordBytes(h.rec)
 			return true
 		}
@@ -437,9 +437,12 @@ func (r *receiver) drop(parts []int32, commit bool) {
 	}
 }
 
-// forget remembers the delivery counts of ps's unacked records for a later
-// owner in this process. Call with r.mu held.
+// forget marks ps revoked, so that its handles are stale from now on (their
+// settlements are ignored, queued ones are not handed out), and remembers
+// the delivery counts of its unacked records for a later owner in this
+// process. Call with r.mu held, before ps leaves r.parts.
 func (r *receiver) forget(ps *partState) {
+	ps.revoked = true
 	ps.unacked(func(e entry) {
 		rememberAttempts(attemptKey{r.d.scope, r.topic, ps.part, e.offset}, e.attempt)
 	})

@@ -24,6 +24,7 @@ type partState struct {
 	target    kgo.EpochOffset // next offset to consume once committed; Offset -1: nothing acked yet
 	committed int64           // the last target the broker confirmed; -1: none
 	paused    bool            // fetching paused because too many records are held
+	revoked   bool            // the partition was revoked (or the receiver closed): this state is stale
 	headSince time.Time       // when the target last moved (or the state began)
 }
 

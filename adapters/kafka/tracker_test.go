@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 func TestTrackerContiguousPrefix(t *testing.T) {
@@ -222,5 +223,36 @@ func TestTrackerFind(t *testing.T) {
 		case !live[o] && e != nil:
 			t.Fatalf("find(%d) = %+v, want nil", o, e)
 		}
+	}
+}
+
+// Handles of a revoked partition are stale: their settlements change
+// nothing and queued ones are not handed out, even once the partition is
+// assigned again (a new state), whose records belong to the new
+// assignment.
+func TestRevokedHandlesAreStale(t *testing.T) {
+	r := &receiver{d: &subDriver{}, parts: map[int32]*partState{}, commitInterval: time.Hour,
+		commitReq: make(chan struct{}, 1), ready: make(chan struct{}, 1)}
+	old := newPartState(0)
+	old.add(5, 0, 1)
+	old.add(6, 0, 1)
+	r.parts[0] = old
+	acked, queued := &handle{ps: old, rec: &kgo.Record{Offset: 5}}, &handle{ps: old, rec: &kgo.Record{Offset: 6}}
+	r.forget(old) // revoked
+	delete(r.parts, 0)
+	fresh := newPartState(0) // assigned again
+	fresh.add(5, 0, 1)
+	r.parts[0] = fresh
+	if err := r.Settle(t.Context(), []driver.Settle{{Handle: acked, Ack: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if old.target.Offset != -1 || fresh.target.Offset != -1 || fresh.entries[0].acked {
+		t.Fatalf("a stale ack moved a target: old %d, fresh %d", old.target.Offset, fresh.target.Offset)
+	}
+	r.mu.Lock()
+	got := r.take(&[]*handle{queued}, 10)
+	r.mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("a queued handle of the revoked partition was handed out: %d", len(got))
 	}
 }
