@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 )
 
@@ -84,12 +85,22 @@ func (r *receiver) Receive(ctx context.Context, maxN int) ([]driver.Received, er
 	r.mu.Unlock()
 	callStart := time.Now()
 	callCtx, cancel := context.WithTimeout(ctx, cfg.ReceiveTimeout)
+	// On a FIFO queue each call carries its own attempt ID, which the SDK
+	// sends again when it retries the call: should an answer be lost on
+	// the way (the messages already in flight at the service), the retry
+	// gets the same messages instead of leaving them invisible for the
+	// visibility timeout. Standard queues have no such ID.
+	var attemptID *string
+	if r.fifo {
+		attemptID = aws.String(relay.NewID())
+	}
 	out, err := r.d.c.sqs.ReceiveMessage(callCtx, &sqs.ReceiveMessageInput{
-		QueueUrl:              aws.String(url),
-		MaxNumberOfMessages:   int32(min(maxN, MaxBatch)),
-		WaitTimeSeconds:       wait,
-		VisibilityTimeout:     int32(cfg.Visibility / time.Second),
-		MessageAttributeNames: []string{"All"},
+		ReceiveRequestAttemptId: attemptID,
+		QueueUrl:                aws.String(url),
+		MaxNumberOfMessages:     int32(min(maxN, MaxBatch)),
+		WaitTimeSeconds:         wait,
+		VisibilityTimeout:       int32(cfg.Visibility / time.Second),
+		MessageAttributeNames:   []string{"All"},
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{
 			sqstypes.MessageSystemAttributeNameApproximateReceiveCount,
 			sqstypes.MessageSystemAttributeNameMessageGroupId,
