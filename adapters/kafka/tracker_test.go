@@ -238,7 +238,12 @@ func TestRevokedHandlesAreStale(t *testing.T) {
 	old.add(6, 0, 1)
 	r.parts[0] = old
 	acked, queued := &handle{ps: old, rec: &kgo.Record{Offset: 5}}, &handle{ps: old, rec: &kgo.Record{Offset: 6}}
-	r.forget(old) // revoked
+	r.forget(old) // revoked; it remembers the attempts of 5 and 6 process-wide
+	t.Cleanup(func() {
+		for _, off := range []int64{5, 6} {
+			recallAttempts(attemptKey{partition: 0, offset: off})
+		}
+	})
 	delete(r.parts, 0)
 	fresh := newPartState(0) // assigned again
 	fresh.add(5, 0, 1)
@@ -254,5 +259,23 @@ func TestRevokedHandlesAreStale(t *testing.T) {
 	r.mu.Unlock()
 	if len(got) != 0 {
 		t.Fatalf("a queued handle of the revoked partition was handed out: %d", len(got))
+	}
+
+	// The revocation path itself: drop forgets the state and purges its
+	// queued records, and keeps those of other partitions.
+	r.m = &member{room: make(chan struct{}, 1)}
+	other := newPartState(1)
+	other.add(9, 0, 1)
+	r.parts[1] = other
+	kept := &handle{ps: other, rec: &kgo.Record{Partition: 1, Offset: 9, Value: []byte("bb")}}
+	r.queue = []*handle{{ps: fresh, rec: &kgo.Record{Offset: 5, Value: []byte("a")}}, kept}
+	r.queuedBytes = 3
+	r.drop([]int32{0}, false)
+	t.Cleanup(func() { recallAttempts(attemptKey{partition: 0, offset: 5}) })
+	if !fresh.revoked || other.revoked || r.parts[0] != nil {
+		t.Fatalf("after drop: dropped revoked %v, other revoked %v, state kept %v", fresh.revoked, other.revoked, r.parts[0] != nil)
+	}
+	if len(r.queue) != 1 || r.queue[0] != kept || r.queuedBytes != 2 {
+		t.Fatalf("after drop: queue %d records (%d bytes), want only the other partition's (2 bytes)", len(r.queue), r.queuedBytes)
 	}
 }

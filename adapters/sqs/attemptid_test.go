@@ -67,6 +67,9 @@ func TestReceiveAttemptID(t *testing.T) {
 			}
 			cfg := benchConfig(t)
 			cfg.FIFO = fifo
+			if fifo {
+				cfg.Pollers = 1 // the default on FIFO, made explicit: ids[1] must be ids[0]'s retry
+			}
 			rec := &receiveAttempts{}
 			sub, err := relaysqs.NewSQSSubscriber(context.Background(), cfg, relaysqs.WithRoundTripper(func(rt http.RoundTripper) http.RoundTripper {
 				rec.next = rt
