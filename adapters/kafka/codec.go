@@ -129,9 +129,9 @@ func decodeRecord(r *kgo.Record) *relay.Message {
 // writes them again; only a kgo.WithPools pool would reuse them, and this
 // package configures none.
 func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
-	m.Payload = sharedOrCopied(a, r.Value)
+	m.Payload = decodedBytes(a, r.Value)
 	if len(r.Key) > 0 {
-		m.Key = recordString(a, r.Key)
+		m.Key = decodedString(a, r.Key)
 	}
 	if r.Value == nil {
 		m.Metadata = relay.Metadata{MetadataTombstone: "true"}
@@ -146,7 +146,7 @@ func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
 			if idSeen {
 				repeats = append(repeats, i)
 			} else {
-				m.ID, idSeen = recordString(a, h.Value), true
+				m.ID, idSeen = decodedString(a, h.Value), true
 			}
 			continue
 		}
@@ -158,7 +158,7 @@ func decodeInto(m *relay.Message, r *kgo.Record, a *driver.Arena) {
 		if m.Metadata == nil {
 			m.Metadata = make(relay.Metadata, len(r.Headers))
 		}
-		m.Metadata[name] = recordString(a, h.Value)
+		m.Metadata[name] = decodedString(a, h.Value)
 	}
 	for _, i := range repeats {
 		h := r.Headers[i]
@@ -178,9 +178,9 @@ func decodeArena(cfg SubscriberConfig) *driver.Arena {
 	return new(driver.Arena)
 }
 
-// sharedOrCopied is p copied into a, or p itself (capacity cut) when a is nil;
-// nil when p is empty.
-func sharedOrCopied(a *driver.Arena, p []byte) []byte {
+// decodedBytes is p copied into a, or p itself (capacity cut) when a is
+// nil; nil when p is empty.
+func decodedBytes(a *driver.Arena, p []byte) []byte {
 	switch {
 	case a != nil:
 		return a.Bytes(p)
@@ -190,9 +190,9 @@ func sharedOrCopied(a *driver.Arena, p []byte) []byte {
 	return p[:len(p):len(p)]
 }
 
-// recordString is p as a string, copied into a, or over p's own bytes when
+// decodedString is p as a string, copied into a, or over p's own bytes when
 // a is nil.
-func recordString(a *driver.Arena, p []byte) string {
+func decodedString(a *driver.Arena, p []byte) string {
 	switch {
 	case a != nil:
 		return a.String(p)

@@ -115,12 +115,12 @@ func (b *broker) publish(topicName string, msgs []*relay.Message) {
 	defer b.mu.Unlock()
 	t := b.topicLocked(topicName)
 	es := make([]entry, len(msgs))
+	// Copies of every field: a published message's strings may share the
+	// memory of a message received elsewhere (kafka:// share_payloads),
+	// which the entry must not pin.
+	p := &b.payloads
 	for i, m := range msgs {
 		b.seq++
-		// Copies of every field: a published message's strings may share
-		// the memory of a message received elsewhere (kafka://
-		// share_payloads), which the entry must not pin.
-		p := &b.payloads
 		es[i] = entry{seq: b.seq, id: p.CloneString(m.ID), key: p.CloneString(m.Key), md: p.CloneMetadata(m.Metadata), payload: p.Bytes(m.Payload)}
 	}
 	if len(t.groups) == 0 {
