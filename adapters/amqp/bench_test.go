@@ -205,69 +205,26 @@ func benchRawConsume(b *testing.B, window int) {
 // alike. Run it with a fixed count, e.g. -benchtime 20000x.
 func BenchmarkRatio(b *testing.B) {
 	const rounds = 5
-	type side struct {
-		name string
-		run  func(b *testing.B, n int) float64
-	}
-	compare := func(b *testing.B, relaySide, rawSide side) {
-		var rel, raw []float64
-		for r := range rounds {
-			first, second := relaySide, rawSide
-			if r%2 == 1 {
-				first, second = rawSide, relaySide
-			}
-			for _, s := range []side{first, second} {
-				rate := s.run(b, b.N)
-				if s.name == "relay" {
-					rel = append(rel, rate)
-				} else {
-					raw = append(raw, rate)
-				}
-			}
-		}
-		mr, mw := median(rel), median(raw)
-		b.ReportMetric(mr, "relay-msg/s")
-		b.ReportMetric(mw, "raw-msg/s")
-		b.ReportMetric(mr/mw, "ratio")
-		b.Logf("relay %v raw %v", rounded(rel), rounded(raw))
+	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
+		relaytest.CompareRates(b, rounds, relayRate, rawRate)
 	}
 	b.Run("publish/batch=100", func(b *testing.B) {
 		compare(b,
-			side{"relay", func(b *testing.B, n int) float64 { return relayPublishRate(b, n, 100) }},
-			side{"raw", func(b *testing.B, n int) float64 { return rawPublishRate(b, n, 100) }})
+			func(b *testing.B, n int) float64 { return relayPublishRate(b, n, 100) },
+			func(b *testing.B, n int) float64 { return rawPublishRate(b, n, 100) })
 	})
 	b.Run("publish/goroutines=64,batch=1", func(b *testing.B) {
 		compare(b,
-			side{"relay", func(b *testing.B, n int) float64 { return relayConcurrentRate(b, n, 64) }},
-			side{"raw", func(b *testing.B, n int) float64 { return rawConcurrentRate(b, n, 64) }})
+			func(b *testing.B, n int) float64 { return relayConcurrentRate(b, n, 64) },
+			func(b *testing.B, n int) float64 { return rawConcurrentRate(b, n, 64) })
 	})
 	for _, window := range []int{64, 512} {
 		b.Run(fmt.Sprintf("consume-ack/window=%d", window), func(b *testing.B) {
 			compare(b,
-				side{"relay", func(b *testing.B, n int) float64 { return relayConsumeRate(b, n, window) }},
-				side{"raw", func(b *testing.B, n int) float64 { return rawConsumeRate(b, n, window) }})
+				func(b *testing.B, n int) float64 { return relayConsumeRate(b, n, window) },
+				func(b *testing.B, n int) float64 { return rawConsumeRate(b, n, window) })
 		})
 	}
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
-	return s[len(s)/2]
-}
-
-func rounded(xs []float64) []int {
-	out := make([]int, len(xs))
-	for i, x := range xs {
-		out[i] = int(x)
-	}
-	return out
 }
 
 func relayPublishRate(b *testing.B, n, batch int) float64 {

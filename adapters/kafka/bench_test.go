@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/relaytest"
 )
 
 // The benchmarks compare relay with franz-go (kgo) used directly for the
@@ -85,10 +85,11 @@ func rawProducer(b *testing.B, c *cluster, linger time.Duration) *kgo.Client {
 
 // result is one measured run: messages per second of wall-clock time and
 // process CPU time per message, both over the timed part only.
-type result struct{ rate, cpu float64 }
+// result is one side's round: its rate and its process CPU per message.
+type result = relaytest.Round
 
 func measured(n int, wall time.Duration, cpu time.Duration) result {
-	return result{float64(n) / wall.Seconds(), float64(cpu) / float64(time.Microsecond) / float64(n)}
+	return result{Rate: float64(n) / wall.Seconds(), CPU: float64(cpu) / float64(time.Microsecond) / float64(n)}
 }
 
 func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Duration) result {
@@ -414,11 +415,11 @@ func BenchmarkPublish(b *testing.B) {
 	for _, batch := range []int{1, 100} {
 		b.Run(fmt.Sprintf("relay/batch=%d", batch), func(b *testing.B) {
 			b.SetBytes(benchPayload)
-			b.ReportMetric(relayPublishRate(b, c, b.N, batch, 0).rate, "msg/s")
+			b.ReportMetric(relayPublishRate(b, c, b.N, batch, 0).Rate, "msg/s")
 		})
 		b.Run(fmt.Sprintf("raw/batch=%d", batch), func(b *testing.B) {
 			b.SetBytes(benchPayload)
-			b.ReportMetric(rawPublishRate(b, c, b.N, batch, 0).rate, "msg/s")
+			b.ReportMetric(rawPublishRate(b, c, b.N, batch, 0).Rate, "msg/s")
 		})
 	}
 }
@@ -427,10 +428,10 @@ func BenchmarkConsumeAck(b *testing.B) {
 	c := benchCluster(b)
 	for _, window := range []int{64, 256} {
 		b.Run(fmt.Sprintf("relay/window=%d", window), func(b *testing.B) {
-			b.ReportMetric(relayConsumeRate(b, c, b.N, window, noWork).rate, "msg/s")
+			b.ReportMetric(relayConsumeRate(b, c, b.N, window, noWork).Rate, "msg/s")
 		})
 		b.Run(fmt.Sprintf("raw/window=%d", window), func(b *testing.B) {
-			b.ReportMetric(rawConsumeRate(b, c, b.N, window, noWork).rate, "msg/s")
+			b.ReportMetric(rawConsumeRate(b, c, b.N, window, noWork).Rate, "msg/s")
 		})
 	}
 }
@@ -446,37 +447,7 @@ func BenchmarkRatio(b *testing.B) {
 	c := benchCluster(b)
 	const rounds = 7
 	compare := func(b *testing.B, relaySide, rawSide func(n int) result) {
-		var rel, raw, relCPU, rawCPU []float64
-		for r := range rounds {
-			sides := []bool{true, false}
-			if r%2 == 1 {
-				sides = []bool{false, true}
-			}
-			for _, isRelay := range sides {
-				if isRelay {
-					res := relaySide(b.N)
-					rel, relCPU = append(rel, res.rate), append(relCPU, res.cpu)
-				} else {
-					res := rawSide(b.N)
-					raw, rawCPU = append(raw, res.rate), append(rawCPU, res.cpu)
-				}
-			}
-		}
-		mr, mw := median(rel), median(raw)
-		// paired: each round's two sides ran back to back, so the median
-		// of the rounds' own ratios is steadier against a machine whose
-		// speed drifts over the run than the ratio of the two medians.
-		paired := make([]float64, rounds)
-		for r := range paired {
-			paired[r] = rel[r] / raw[r]
-		}
-		b.ReportMetric(mr, "relay-msg/s")
-		b.ReportMetric(mw, "raw-msg/s")
-		b.ReportMetric(mr/mw, "ratio")
-		b.ReportMetric(median(paired), "ratio-paired")
-		b.ReportMetric(median(relCPU), "relay-cpu-µs/msg")
-		b.ReportMetric(median(rawCPU), "raw-cpu-µs/msg")
-		b.Logf("msg/s relay %v raw %v", rounded(rel), rounded(raw))
+		relaytest.CompareRounds(b, rounds, relaySide, rawSide)
 	}
 	for _, linger := range []time.Duration{0, 5 * time.Millisecond} {
 		b.Run(fmt.Sprintf("publish/batch=100/linger=%v", linger), func(b *testing.B) {
@@ -547,20 +518,6 @@ func hashWork(p []byte) {
 		s := sha256.Sum256(p)
 		hashSink ^= s[0]
 	}
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
-func rounded(xs []float64) []int {
-	out := make([]int, len(xs))
-	for i, x := range xs {
-		out[i] = int(x)
-	}
-	return out
 }
 
 // BenchmarkDelayLateness reports how late delayed messages arrive past

@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,21 +27,7 @@ import (
 func BenchmarkRatio(b *testing.B) {
 	const rounds = 5
 	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
-		var rel, raw []float64
-		for r := range rounds {
-			if r%2 == 0 {
-				rel = append(rel, relayRate(b, b.N))
-				raw = append(raw, rawRate(b, b.N))
-			} else {
-				raw = append(raw, rawRate(b, b.N))
-				rel = append(rel, relayRate(b, b.N))
-			}
-		}
-		mRel, mRaw := medianOf(rel), medianOf(raw)
-		b.ReportMetric(mRel, "relay-msg/s")
-		b.ReportMetric(mRaw, "raw-msg/s")
-		b.ReportMetric(mRel/mRaw, "ratio")
-		b.Logf("rounds: relay %.0f, raw %.0f msg/s", rel, raw)
+		relaytest.CompareRates(b, rounds, relayRate, rawRate)
 	}
 	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
 	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
@@ -52,12 +37,6 @@ const (
 	benchBatch  = 100
 	benchWindow = 256
 )
-
-func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
 
 // The statements a hand-written pgx program would use on relay's tables.
 func sqlFor(q string) string {
