@@ -257,14 +257,22 @@ func measureConsume(b *testing.B, be benchBackend) float64 {
 	// (a Kafka rebalance) is not counted; the first message is not.
 	var start time.Time
 	for n := 0; n < benchMessages; n++ {
+		// A message already waiting is taken without arming a timer: a
+		// timer per message would cost relay's side of the comparison what
+		// the raw loops do not pay.
+		var m *relay.Message
 		select {
-		case m := <-ch:
-			_ = m.Ack()
-			if n == 0 {
-				start = time.Now()
+		case m = <-ch:
+		default:
+			select {
+			case m = <-ch:
+			case <-time.After(time.Minute):
+				b.Fatalf("consumed %d of %d", n, benchMessages)
 			}
-		case <-time.After(time.Minute):
-			b.Fatalf("consumed %d of %d", n, benchMessages)
+		}
+		_ = m.Ack()
+		if n == 0 {
+			start = time.Now()
 		}
 	}
 	return float64(benchMessages-1) / time.Since(start).Seconds()
