@@ -1,0 +1,87 @@
+// Command kfakeserver runs franz-go's kfake (a Kafka wire-protocol cluster
+// written in Go, held in memory) as a process of its own, so that relay's
+// Kafka tests and benchmarks can run against a broker outside the test
+// process, as a real one would be:
+//
+//	go run ./internal/cmd/kfakeserver -port 9092 &
+//	RELAY_TEST_KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench 'Ratio/consume-ack' ./adapters/kafka
+//
+// The cluster has the settings the in-process tests give it: brokers on
+// consecutive ports of 127.0.0.1 from -port, topics created with
+// -partitions partitions, and group sessions as short as 100ms. It runs
+// until SIGINT or SIGTERM; nothing is kept on disk.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func main() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	err := run(os.Args[1:], os.Stdout, func() { <-stop })
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintln(os.Stderr, "kfakeserver:", err)
+		os.Exit(2)
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "kfakeserver:", err)
+		os.Exit(1)
+	}
+}
+
+// usageError is a bad command line.
+type usageError struct{ error }
+
+// run parses args, starts the cluster, prints its addresses to out, and
+// closes the cluster once wait returns.
+func run(args []string, out io.Writer, wait func()) error {
+	fs := flag.NewFlagSet("kfakeserver", flag.ContinueOnError)
+	port := fs.Int("port", 9092, "port of the first broker; the others take the ones after it (0: any free ports)")
+	brokers := fs.Int("brokers", 1, "number of brokers")
+	partitions := fs.Int("partitions", 4, "partitions of a topic created without a count")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if *brokers < 1 || *partitions < 1 || *port < 0 || *port+*brokers-1 > 65535 {
+		return usageError{errors.New("-brokers and -partitions must be at least 1, and the ports within 0-65535")}
+	}
+	ports := make([]int, *brokers)
+	if *port > 0 {
+		for i := range ports {
+			ports[i] = *port + i
+		}
+	}
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(*brokers),
+		kfake.Ports(ports...),
+		kfake.DefaultNumPartitions(*partitions),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond),
+	)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintln(out, "kfakeserver: listening on", strings.Join(c.ListenAddrs(), ","))
+	wait()
+	return nil
+}
