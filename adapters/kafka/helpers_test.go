@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/kfakeopts"
 	"github.com/go-relay/relay/internal/testenv"
 
 	_ "github.com/go-relay/relay/adapters/kafka"
@@ -35,12 +36,7 @@ func newCluster(t testing.TB, opts ...kfake.Opt) *cluster {
 	if b := testenv.KafkaBrokers(t); b != nil {
 		return &cluster{brokers: b}
 	}
-	base := []kfake.Opt{
-		kfake.NumBrokers(1),
-		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
-		kfake.DefaultNumPartitions(4),
-	}
-	c, err := kfake.NewCluster(append(base, opts...)...)
+	c, err := kfake.NewCluster(append(kfakeopts.Defaults(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

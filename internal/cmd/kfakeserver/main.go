@@ -6,10 +6,10 @@
 //	go run ./internal/cmd/kfakeserver -port 9092 &
 //	RELAY_TEST_KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench 'Ratio/consume-ack' ./adapters/kafka
 //
-// The cluster has the settings the in-process tests give it: brokers on
-// consecutive ports of 127.0.0.1 from -port, topics created with
-// -partitions partitions, and group sessions as short as 100ms. It runs
-// until SIGINT or SIGTERM; nothing is kept on disk.
+// The cluster has the settings the Kafka adapter's in-process tests give
+// theirs (internal/kfakeopts), with brokers on consecutive ports of
+// 127.0.0.1 from -port and topics created with -partitions partitions. It
+// runs until SIGINT or SIGTERM; nothing is kept on disk.
 package main
 
 import (
@@ -21,15 +21,16 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/go-relay/relay/internal/kfakeopts"
 )
 
 func main() {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	err := run(os.Args[1:], os.Stdout, func() { <-stop })
+	err := run(os.Args[1:], os.Stdout, os.Stderr, func() { <-stop })
 	var usage usageError
 	switch {
 	case errors.As(err, &usage):
@@ -46,13 +47,14 @@ func main() {
 // usageError is a bad command line.
 type usageError struct{ error }
 
-// run parses args, starts the cluster, prints its addresses to out, and
-// closes the cluster once wait returns.
-func run(args []string, out io.Writer, wait func()) error {
+// run parses args (usage text goes to errOut), starts the cluster, prints
+// its addresses to out, and closes the cluster once wait returns.
+func run(args []string, out, errOut io.Writer, wait func()) error {
 	fs := flag.NewFlagSet("kfakeserver", flag.ContinueOnError)
+	fs.SetOutput(errOut)
 	port := fs.Int("port", 9092, "port of the first broker; the others take the ones after it (0: any free ports)")
 	brokers := fs.Int("brokers", 1, "number of brokers")
-	partitions := fs.Int("partitions", 4, "partitions of a topic created without a count")
+	partitions := fs.Int("partitions", kfakeopts.Partitions, "partitions of a topic created without a count")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -71,12 +73,11 @@ func run(args []string, out io.Writer, wait func()) error {
 			ports[i] = *port + i
 		}
 	}
-	c, err := kfake.NewCluster(
+	c, err := kfake.NewCluster(append(kfakeopts.Defaults(),
 		kfake.NumBrokers(*brokers),
 		kfake.Ports(ports...),
 		kfake.DefaultNumPartitions(*partitions),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

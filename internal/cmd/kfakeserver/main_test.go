@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,14 +24,11 @@ func TestServesKafka(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 1)
 	w := &signalWriter{buf: &out, first: listening}
-	go func() { done <- run([]string{"-port", "0", "-partitions", "3"}, w, func() { <-release }) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			close(release)
-			<-done
-		}
-	})
+	go func() { done <- run([]string{"-port", "0", "-partitions", "3"}, w, io.Discard, func() { <-release }) }()
+	// stop ends run and returns its error; the cleanup stops it too when
+	// the test fails before its end.
+	stop := sync.OnceValue(func() error { close(release); return <-done })
+	t.Cleanup(func() { _ = stop() })
 	select {
 	case <-listening:
 	case err := <-done:
@@ -70,17 +69,14 @@ func TestServesKafka(t *testing.T) {
 		t.Fatalf("consumed %d records (%v), want the one produced", len(recs), recs)
 	}
 	cl.Close()
-
-	close(release)
-	stopped = true
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }
 
 func TestRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-brokers", "0"}, {"-partitions", "0"}, {"-port", "70000"}, {"extra"}, {"-nope"}} {
-		err := run(args, &bytes.Buffer{}, func() { t.Fatalf("%q: started the cluster", args) })
+		err := run(args, io.Discard, io.Discard, func() { t.Fatalf("%q: started the cluster", args) })
 		var usage usageError
 		if !errors.As(err, &usage) {
 			t.Errorf("%q: got %v, want a usage error", args, err)
