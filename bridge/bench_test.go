@@ -107,14 +107,17 @@ func kafkaBackend(b *testing.B) benchBackend {
 //     100 from 4 goroutines;
 //   - publish-single: one message per Publish call from 16 goroutines;
 //   - forward: the bridge forwarding a backlog from source to destination
-//     with the default route settings.
+//     with the default route settings;
+//   - raw-forward, on kafka -> kafka only: a franz-go loop forwarding the
+//     same backlog (rawKafka.forward), which shows what forwarding costs
+//     without relay where both ends share this machine's cores.
 //
 // It reports each rate in msg/s (the mean over the rounds) and the ratios
 // of forwarding to the slower end: ratio-raw to the slower of raw-consume
 // and raw-publish, ratio to the slower of relay's consume and
 // publish-batch, ratio-single to the slower of consume and
 // publish-single; consume/raw and publish/raw are relay's ends against
-// the raw ones. For an SQS end it also reports the HTTP calls per message
+// the raw ones; forward/raw-forward the bridge against the franz-go loop. For an SQS end it also reports the HTTP calls per message
 // of the forward run (src-, dst-http-calls/msg, counted by a reverse
 // proxy in front of the service, one per end) and of the raw loops
 // (raw-consume-, raw-publish-calls/msg). Each measurement moves
@@ -134,6 +137,11 @@ func BenchmarkRoute(b *testing.B) {
 				var rawConsume, rawPublish, consume, bulk, single, fwd float64
 				var rawConsumeCalls, rawPublishCalls, srcCalls, dstCalls int64
 				var rawConsumeBusy, rawPublishBusy, fwdBusy time.Duration
+				// Between two Kafka ends, a franz-go forwarding loop too
+				// (rawKafka.forward): what forwarding costs on this machine
+				// without relay, where both ends share its cores.
+				rawForwards := from.name == "kafka" && to.name == "kafka"
+				var rawFwd float64
 				for round := range b.N {
 					rc := measureRawConsume(b, from)
 					rp := measureRawPublish(b, to)
@@ -141,6 +149,11 @@ func BenchmarkRoute(b *testing.B) {
 					pb := measurePublish(b, to, 100, 4)
 					ps := measurePublish(b, to, 1, 16)
 					fc := measureForwardCounted(b, from, to)
+					if rawForwards {
+						rf := measureRawForward(b, from, to)
+						rawFwd += rf.rate
+						b.Logf("round %d: raw forward %.0f msg/s", round+1, rf.rate)
+					}
 					rawConsume, rawPublish, consume, bulk, single, fwd = rawConsume+rc.rate, rawPublish+rp.rate, consume+c, bulk+pb, single+ps, fwd+fc.rate
 					rawConsumeCalls += rc.calls
 					rawPublishCalls += rp.calls
@@ -170,6 +183,10 @@ func BenchmarkRoute(b *testing.B) {
 				b.ReportMetric(fwd/min(consume, single), "ratio-single")
 				b.ReportMetric(consume/rawConsume, "consume/raw")
 				b.ReportMetric(bulk/rawPublish, "publish/raw")
+				if rawForwards {
+					b.ReportMetric(rawFwd/n, "raw-forward-msg/s")
+					b.ReportMetric(fwd/(rawFwd/n), "forward/raw-forward")
+				}
 				// What the machine can do at all: forwarding costs at least
 				// the CPU of consuming plus that of publishing, on cores
 				// that the brokers, the raw ends and the bridge share here.

@@ -446,6 +446,75 @@ func (r *rawKafka) publish(b *testing.B, topic string, batch, workers int) rawRe
 
 func (r *rawKafka) drop(string, ...string) {} // kfake lives as long as the process
 
+// forward is a franz-go forwarding loop, the one a user would write
+// without relay: a group member polls at most window records of in,
+// produces a copy of each to out with ProduceSync (one call per poll, so
+// the client sends them in as many requests as it likes), and commits the
+// poll's offsets once every copy is confirmed (at-least-once, as the
+// bridge). The producer has the settings of publish. It forwards the
+// benchMessages of in's backlog; the clock starts at the first poll that
+// returns records, as drainRate's.
+func (r *rawKafka) forward(b *testing.B, in, out, group string, window int) rawResult {
+	cons, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumerGroup(group+"-"+benchID()), kgo.ConsumeTopics(in),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
+		kgo.HeartbeatInterval(100*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cons.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var start time.Time
+	var busy time.Duration // machineBusy at start
+	got, first := 0, 0
+	for got < benchMessages {
+		fs := cons.PollRecords(ctx, window)
+		if err := ctx.Err(); err != nil {
+			b.Fatalf("forwarded %d of %d: %v", got, benchMessages, err)
+		}
+		fs.EachError(func(t string, p int32, err error) { b.Fatalf("fetch %s/%d: %v", t, p, err) })
+		n := fs.NumRecords()
+		if n == 0 {
+			cons.AllowRebalance()
+			continue
+		}
+		if got == 0 {
+			start, first, busy = time.Now(), n, machineBusy()
+		}
+		copies := make([]*kgo.Record, 0, n)
+		fs.EachRecord(func(rec *kgo.Record) {
+			copies = append(copies, &kgo.Record{Topic: out, Key: rec.Key, Value: rec.Value, Headers: rec.Headers})
+		})
+		if err := prod.ProduceSync(ctx, copies...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cons.AllowRebalance()
+		got += n
+	}
+	return rawResult{rate: drainRate(got, first, start), calls: -1, busy: machineBusy() - busy}
+}
+
+// measureRawForward returns the rate of rawKafka.forward over a backlog of
+// benchMessages that relay published to from, with the bridge's default
+// source window.
+func measureRawForward(b *testing.B, from, to benchBackend) rawResult {
+	in, out := "bench-rf-in-"+benchID(), "bench-rf-out-"+benchID()
+	from.raw.prepare(b, in, rawGroup)
+	dst := provisioned(b, to, out, "reader")
+	_ = dst.Close()
+	fill(b, from, in)
+	return from.raw.(*rawKafka).forward(b, in, out, rawGroup, bridge.DefaultSourceWindow(from.subURL(rawGroup)))
+}
+
 // --- SQS: aws-sdk-go-v2 ---
 
 type rawSQS struct {
