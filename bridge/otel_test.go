@@ -480,3 +480,91 @@ func TestPipelineTracesEachMessage(t *testing.T) {
 		t.Fatalf("Publish calls %v; want batches", calls)
 	}
 }
+
+// TestCopiesOfBareMessages forwards messages that carry no metadata, which
+// the route's copies share one hop-only map for when no tracer writes into
+// them: without a tracer each copy arrives with exactly the hop marker; with
+// one, each carries its own send span's context (a shared map would give
+// them all the last one injected, and race).
+func TestCopiesOfBareMessages(t *testing.T) {
+	const total = 30
+	for _, traced := range []bool{false, true} {
+		t.Run("traced="+strconv.FormatBool(traced), func(t *testing.T) {
+			a, b := "mem://"+uniq("a"), "mem://"+uniq("b")
+			opts := bridge.Options{Logger: quiet}
+			var exp *tracetest.InMemoryExporter
+			if traced {
+				exp = tracetest.NewInMemoryExporter()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+				defer func() { _ = tp.Shutdown(context.Background()) }()
+				opts.TracerProvider = tp
+			}
+			br, err := bridge.New(bridge.Config{Routes: []bridge.Route{{
+				Name: "bare",
+				From: bridge.Source{URL: a, Topic: "in", Group: "bridge"},
+				To:   bridge.Destination{URL: b, Topic: "out"},
+			}}}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bridge.Pipelined(br, 0) {
+				t.Fatal("the route does not take the pipelined path")
+			}
+			provision(t, a, "bridge", "in")
+			provision(t, b, "reader", "out")
+			pub, err := relay.OpenPublisher(context.Background(), a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			for i := range total {
+				if err := pub.Publish(context.Background(), "in", relay.NewMessage([]byte(strconv.Itoa(i)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := runBridge(t, br)
+			got := consume(t, b, "reader", "out", total)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			hop := ""
+			spans := map[trace.SpanID]string{}
+			for _, m := range got {
+				if m.Metadata[bridge.HopsKey] == "" {
+					t.Fatalf("%s arrived without the hop marker: %v", m.Payload, m.Metadata)
+				}
+				if hop == "" {
+					hop = m.Metadata[bridge.HopsKey]
+				}
+				if m.Metadata[bridge.HopsKey] != hop {
+					t.Errorf("%s carries hops %q, %s %q", m.Payload, m.Metadata[bridge.HopsKey], got[0].Payload, hop)
+				}
+				if !traced {
+					if len(m.Metadata) != 1 {
+						t.Errorf("%s arrived with metadata %v, want the hop marker alone", m.Payload, m.Metadata)
+					}
+					continue
+				}
+				sc := trace.SpanContextFromContext(tracing.Extract(context.Background(), m, nil))
+				if !sc.IsValid() {
+					t.Fatalf("%s arrived without a span context: %v", m.Payload, m.Metadata)
+				}
+				if other, ok := spans[sc.SpanID()]; ok {
+					t.Errorf("%s and %s carry the same span %s", m.Payload, other, sc.SpanID())
+				}
+				spans[sc.SpanID()] = string(m.Payload)
+			}
+			if traced {
+				sends := 0
+				for _, s := range exp.GetSpans() {
+					if _, ok := spans[s.SpanContext.SpanID()]; ok && s.Name == "send out" {
+						sends++
+					}
+				}
+				if sends != total {
+					t.Errorf("%d of the carried span contexts are send spans, want %d", sends, total)
+				}
+			}
+		})
+	}
+}
