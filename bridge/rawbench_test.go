@@ -388,6 +388,12 @@ func (r *rawKafka) prepare(b *testing.B, topic, _ string) {
 // sizes are franz-go's defaults; heartbeats and metadata refreshes are
 // quick so that joining the group is short (it is not timed anyway).
 func (r *rawKafka) consume(b *testing.B, topic, group string, window int) rawResult {
+	return r.drain(b, topic, group, window, func(context.Context, kgo.Fetches) {})
+}
+
+// drain is consume with handle called on each poll's records before their
+// offsets are committed.
+func (r *rawKafka) drain(b *testing.B, topic, group string, window int, handle func(context.Context, kgo.Fetches)) rawResult {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumerGroup(group+"-"+benchID()), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
 		kgo.HeartbeatInterval(100*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
@@ -414,6 +420,7 @@ func (r *rawKafka) consume(b *testing.B, topic, group string, window int) rawRes
 		if got == 0 {
 			start, first, busy = time.Now(), n, machineBusy()
 		}
+		handle(ctx, fs)
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -426,11 +433,7 @@ func (r *rawKafka) consume(b *testing.B, topic, group string, window int) rawRes
 // publish: ProduceSync of each batch, with relay's producer defaults
 // (acks=all, idempotent, snappy, no linger, 1 MiB batches).
 func (r *rawKafka) publish(b *testing.B, topic string, batch, workers int) rawResult {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(1<<20))
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := r.producer(b)
 	defer cl.Close()
 	body := make([]byte, benchPayload)
 	ctx := context.Background()
@@ -455,52 +458,27 @@ func (r *rawKafka) drop(string, ...string) {} // kfake lives as long as the proc
 // benchMessages of in's backlog; the clock starts at the first poll that
 // returns records, as drainRate's.
 func (r *rawKafka) forward(b *testing.B, in, out, group string, window int) rawResult {
-	cons, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumerGroup(group+"-"+benchID()), kgo.ConsumeTopics(in),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
-		kgo.HeartbeatInterval(100*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cons.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(1<<20))
-	if err != nil {
-		b.Fatal(err)
-	}
+	prod := r.producer(b)
 	defer prod.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var start time.Time
-	var busy time.Duration // machineBusy at start
-	got, first := 0, 0
-	for got < benchMessages {
-		fs := cons.PollRecords(ctx, window)
-		if err := ctx.Err(); err != nil {
-			b.Fatalf("forwarded %d of %d: %v", got, benchMessages, err)
-		}
-		fs.EachError(func(t string, p int32, err error) { b.Fatalf("fetch %s/%d: %v", t, p, err) })
-		n := fs.NumRecords()
-		if n == 0 {
-			cons.AllowRebalance()
-			continue
-		}
-		if got == 0 {
-			start, first, busy = time.Now(), n, machineBusy()
-		}
-		copies := make([]*kgo.Record, 0, n)
+	return r.drain(b, in, group, window, func(ctx context.Context, fs kgo.Fetches) {
+		copies := make([]*kgo.Record, 0, fs.NumRecords())
 		fs.EachRecord(func(rec *kgo.Record) {
 			copies = append(copies, &kgo.Record{Topic: out, Key: rec.Key, Value: rec.Value, Headers: rec.Headers})
 		})
 		if err := prod.ProduceSync(ctx, copies...).FirstErr(); err != nil {
 			b.Fatal(err)
 		}
-		if err := cons.CommitUncommittedOffsets(ctx); err != nil {
-			b.Fatal(err)
-		}
-		cons.AllowRebalance()
-		got += n
+	})
+}
+
+// producer is a client with relay's producer defaults.
+func (r *rawKafka) producer(b *testing.B) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(1<<20))
+	if err != nil {
+		b.Fatal(err)
 	}
-	return rawResult{rate: drainRate(got, first, start), calls: -1, busy: machineBusy() - busy}
+	return cl
 }
 
 // measureRawForward returns the rate of rawKafka.forward over a backlog of
