@@ -132,9 +132,11 @@ func (f *forwarder) handleBatch(ctx context.Context, msgs []*relay.Message) erro
 func (f *forwarder) publishBatch(ctx context.Context, srcs []*relay.Message, spans *batchSpans) error {
 	r := f.r
 	copies := make([]*relay.Message, len(srcs))
+	made := make([]relay.Message, len(srcs)) // one allocation for the batch's copies
 	var size float64
 	for i, m := range srcs {
-		copies[i] = r.copyOf(m)
+		r.copyInto(&made[i], m)
+		copies[i] = &made[i]
 		size += float64(len(m.Payload))
 	}
 	endSends := f.startSends(ctx, spans, srcs, copies)
