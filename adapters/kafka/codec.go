@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -102,12 +104,44 @@ func readOnlyBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
+// headerName is the header that carries metadata key k: k itself, or
+// metadataPrefix + k for a key with the reserved prefix. The prefixed
+// names are kept (see reservedHeaders), so that a key that every message
+// carries, such as the bridge's relay-hops, does not build its header name
+// again for each record.
 func headerName(k string) string {
-	if strings.HasPrefix(k, reservedPrefix) {
-		return metadataPrefix + k
+	if !strings.HasPrefix(k, reservedPrefix) {
+		return k
 	}
-	return k
+	if h, ok := reservedHeaders.names.Load(k); ok {
+		return h.(string)
+	}
+	h := metadataPrefix + k
+	if reservedHeaders.n.Add(1) <= reservedHeadersMax {
+		// A clone of k, which may share a decoded message's chunk of
+		// memory that the kept name would otherwise hold forever.
+		reservedHeaders.names.Store(strings.Clone(k), h)
+	}
+	return h
 }
+
+// headerNameLen is len(headerName(k)), without building the name.
+func headerNameLen(k string) int {
+	if strings.HasPrefix(k, reservedPrefix) {
+		return len(metadataPrefix) + len(k)
+	}
+	return len(k)
+}
+
+// reservedHeaders holds the header names headerName built for metadata
+// keys with the reserved prefix, up to reservedHeadersMax of them (a
+// producer that makes up such keys per message gets no more kept).
+var reservedHeaders struct {
+	names sync.Map // metadata key -> header name
+	n     atomic.Int64
+}
+
+const reservedHeadersMax = 256
 
 // decodeRecord never fails: whatever a record carries becomes a message.
 // The payload is copied so that a redelivery is unaffected by changes the
@@ -231,7 +265,7 @@ func recordSize(m *relay.Message) int {
 	n += headerOverhead + len(headerID) + len(m.ID)
 	for k, v := range m.Metadata {
 		if k != MetadataTombstone {
-			n += headerOverhead + len(headerName(k)) + len(v)
+			n += headerOverhead + headerNameLen(k) + len(v)
 		}
 	}
 	return n
