@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
@@ -447,7 +449,20 @@ func (r *rawKafka) publish(b *testing.B, topic string, batch, workers int) rawRe
 	return rawResult{rate: rate, calls: -1}
 }
 
-func (r *rawKafka) drop(string, ...string) {} // kfake lives as long as the process
+// drop deletes topic, as the other backends' drop does, so that a run
+// against a real cluster (RELAY_TEST_KAFKA_BROKERS) leaves no benchmark
+// topics behind and an in-process kfake does not keep every earlier
+// measurement's records; then it collects the garbage, so that the next
+// measurement does not pay for this one's.
+func (r *rawKafka) drop(topic string, _ ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...)); err == nil {
+		_, _ = kadm.NewClient(cl).DeleteTopics(ctx, topic)
+		cl.Close()
+	}
+	runtime.GC()
+}
 
 // forward is a franz-go forwarding loop, the one a user would write
 // without relay: a group member polls at most window records of in,
@@ -486,6 +501,8 @@ func (r *rawKafka) producer(b *testing.B) *kgo.Client {
 // source window.
 func measureRawForward(b *testing.B, from, to benchBackend) rawResult {
 	in, out := "bench-rf-in-"+benchID(), "bench-rf-out-"+benchID()
+	defer from.raw.drop(in, rawGroup)
+	defer to.raw.drop(out, "reader")
 	from.raw.prepare(b, in, rawGroup)
 	dst := provisioned(b, to, out, "reader")
 	_ = dst.Close()
