@@ -17,7 +17,11 @@ type Publisher interface {
 	// A message whose ID is "" gets a fresh UUIDv7, written into the
 	// caller's Message (m.ID) before anything is sent, so the caller can
 	// read the assigned ID once Publish returns; subscribers receive the
-	// message with that ID. This holds on every backend.
+	// message with that ID. This holds on every backend. Publish writes
+	// nothing else of the caller's messages: it only reads their Payload
+	// and Metadata, during the call and after it (a Publisher may keep
+	// them until the broker answered), so messages may share a Metadata
+	// map or a payload, also across concurrent calls.
 	Publish(ctx context.Context, topic string, msgs ...*Message) error
 	// Close waits for Publish calls in progress, then releases the
 	// connection. It is idempotent and bounded in time: Publish calls still

@@ -88,7 +88,12 @@
 //     from one, Extend from one, and Release then Close last, after the
 //     others returned.
 //   - A batch passed to SendBatch is at most Capabilities().MaxBatch long
-//     (when non-zero) and passed every limit check.
+//     (when non-zero) and passed every limit check. Its messages are read
+//     only, by SendBatch, SendBatchAsync, ValidateMessage and the
+//     encoders, also after they return: callers share Metadata maps and
+//     payloads between messages and concurrent calls (the bridge's copies
+//     do), so a driver never writes them; adaptertest's ConcurrentPublish
+//     publishes messages that share one map.
 //   - Receive's errors other than ctx's are retried with backoff (the
 //     receiver reconnects as needed); an error wrapping relay.ErrClosed ends
 //     the subscription. A delivery that cannot be decoded is returned as a

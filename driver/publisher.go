@@ -32,6 +32,11 @@ type PublishDriver interface {
 	// reported at once as they are. A message sent again may be stored
 	// twice when an attempt's outcome was in doubt (at-least-once), unless
 	// the broker deduplicates by ID.
+	//
+	// SendBatch and the driver's encoders only read the messages: they
+	// must not write a message's Metadata map or Payload, since callers
+	// may share them between messages and calls (relay.Publisher promises
+	// so; the bridge's copies share one map).
 	SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error
 	Capabilities() relay.Capabilities
 	// Close releases the connection. Called once, after every SendBatch
@@ -42,7 +47,8 @@ type PublishDriver interface {
 
 // MessageValidator is optionally implemented by a PublishDriver that has
 // limits beyond the generic size check (name charset, encoded size, ...).
-// It is called for every message before anything of a Publish call is sent.
+// It is called for every message before anything of a Publish call is
+// sent, and like SendBatch it only reads the message.
 type MessageValidator interface {
 	ValidateMessage(topic string, m *relay.Message) error
 }

@@ -28,7 +28,7 @@ var checks = []check{
 	{"RedeliveryAfterClose", "unacked messages of a closed subscriber go to another member of the group", redeliveryAfterClose},
 	{"RedeliveryAfterCancel", "unacked messages of a cancelled subscription are released to the group", redeliveryAfterCancel},
 	{"Ordering", "publish order is kept where the backend declares it", ordering},
-	{"ConcurrentPublish", "50 goroutines publish at once; every message arrives", concurrentPublish},
+	{"ConcurrentPublish", "50 goroutines publish at once messages that share one Metadata map; every message arrives and the map is unchanged", concurrentPublish},
 	{"Settlement", "Ack/Nack are idempotent, exclusive, end the message context, fail after the subscription ended", settlement},
 	{"AsyncPublish", "PublishAsync from one goroutine: every done called once, every message arrives, a call's messages in order; early failures returned, not reported to done", asyncPublish},
 	{"BatchPath", "SubscribeBatches (the shared layer's batch path): every message once, with its payload, in order where the backend orders; the channel closes at the end", batchPath},
@@ -307,10 +307,16 @@ func concurrentPublish(t *testing.T, e *env) {
 	provision(t, sub, topic)
 	ch, _ := subscribe(t, sub, topic)
 	const goroutines, each = 50, 10
+	// One Metadata map for all: Publish only reads its messages'
+	// metadata (relay.Publisher), so callers such as the bridge may share
+	// one map between messages and concurrent calls. A driver that wrote
+	// into it would race here (go test -race) or change it.
+	shared := relay.Metadata{"shared": "yes", "relay-shared": "reserved name"}
 	all := make([]*relay.Message, goroutines*each)
 	for i := range all {
 		all[i] = relay.NewMessage([]byte(fmt.Sprintf("concurrent %d", i)))
 		all[i].Key = fmt.Sprintf("k%d", i%goroutines)
+		all[i].Metadata = shared
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
@@ -332,6 +338,9 @@ func concurrentPublish(t *testing.T, e *env) {
 	close(errs)
 	for err := range errs {
 		t.Fatalf("concurrent Publish: %v", err)
+	}
+	if len(shared) != 2 || shared["shared"] != "yes" || shared["relay-shared"] != "reserved name" {
+		t.Errorf("Publish changed the messages' shared Metadata map: %v", shared)
 	}
 	seen := e.collect(t, ch, ids(all), true)
 	dups := 0
