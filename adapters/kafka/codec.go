@@ -117,7 +117,7 @@ func headerName(k string) string {
 		return h.(string)
 	}
 	h := metadataPrefix + k
-	if reservedHeaders.n.Add(1) <= reservedHeadersMax {
+	if len(k) <= reservedHeaderMaxLen && reservedHeaders.n.Load() < reservedHeadersMax && reservedHeaders.n.Add(1) <= reservedHeadersMax {
 		// A clone of k, which may share a decoded message's chunk of
 		// memory that the kept name would otherwise hold forever.
 		reservedHeaders.names.Store(strings.Clone(k), h)
@@ -134,14 +134,18 @@ func headerNameLen(k string) int {
 }
 
 // reservedHeaders holds the header names headerName built for metadata
-// keys with the reserved prefix, up to reservedHeadersMax of them (a
-// producer that makes up such keys per message gets no more kept).
+// keys with the reserved prefix: the first reservedHeadersMax keys of up
+// to reservedHeaderMaxLen bytes (a producer that makes up such keys per
+// message gets no more kept, and long ones are never kept).
 var reservedHeaders struct {
 	names sync.Map // metadata key -> header name
 	n     atomic.Int64
 }
 
-const reservedHeadersMax = 256
+const (
+	reservedHeadersMax   = 256
+	reservedHeaderMaxLen = 64
+)
 
 // decodeRecord never fails: whatever a record carries becomes a message.
 // The payload is copied so that a redelivery is unaffected by changes the
