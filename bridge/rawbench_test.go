@@ -466,14 +466,14 @@ func (r *rawKafka) drop(topic string, _ ...string) {
 
 // forward is a franz-go forwarding loop, the one a user would write
 // without relay: a group member polls at most window records of in,
-// produces a copy of each to out with ProduceSync (one call per poll, so
+// produces a copy of each to out on to's cluster with ProduceSync (one call per poll, so
 // the client sends them in as many requests as it likes), and commits the
 // poll's offsets once every copy is confirmed (at-least-once, as the
 // bridge). The producer has the settings of publish. It forwards the
 // benchMessages of in's backlog; the clock starts at the first poll that
 // returns records, as drainRate's.
-func (r *rawKafka) forward(b *testing.B, in, out, group string, window int) rawResult {
-	prod := r.producer(b)
+func (r *rawKafka) forward(b *testing.B, in, group string, window int, to *rawKafka, out string) rawResult {
+	prod := to.producer(b)
 	defer prod.Close()
 	return r.drain(b, in, group, window, func(ctx context.Context, fs kgo.Fetches) {
 		copies := make([]*kgo.Record, 0, fs.NumRecords())
@@ -507,7 +507,7 @@ func measureRawForward(b *testing.B, from, to benchBackend) rawResult {
 	dst := provisioned(b, to, out, "reader")
 	_ = dst.Close()
 	fill(b, from, in)
-	return from.raw.(*rawKafka).forward(b, in, out, rawGroup, bridge.DefaultSourceWindow(from.subURL(rawGroup)))
+	return from.raw.(*rawKafka).forward(b, in, rawGroup, bridge.DefaultSourceWindow(from.subURL(rawGroup)), to.raw.(*rawKafka), out)
 }
 
 // --- SQS: aws-sdk-go-v2 ---
