@@ -28,3 +28,24 @@ func TestBatchWaitEndedCtx(t *testing.T) {
 		}
 	}
 }
+
+// One promise serves every record of a batch: a failure is reported for
+// the message whose record failed, whatever order the promises come in.
+func TestBatchWaitPromiseFindsItsRecord(t *testing.T) {
+	msgs := []*relay.Message{relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c"))}
+	done := make(chan error, 1)
+	b := newBatchWait(context.Background(), msgs, func(err error) { done <- err })
+	boom := errors.New("boom")
+	b.promise(&b.recs[2], nil)
+	b.promise(&b.recs[1], boom)
+	select {
+	case err := <-done:
+		t.Fatalf("onDone(%v) before the last promise", err)
+	default:
+	}
+	b.promise(&b.recs[0], nil)
+	var pe *relay.PublishError
+	if err := <-done; !errors.As(err, &pe) || len(pe.Failed) != 1 || pe.Failed[0].ID != msgs[1].ID || !errors.Is(pe.Failed[0].Err, boom) {
+		t.Fatalf("outcome %v, want a PublishError naming only %s with boom", err, msgs[1].ID)
+	}
+}

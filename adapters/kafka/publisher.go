@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -93,10 +94,13 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 // batchWait collects the outcome of one batch's records. Its onDone runs
 // once: when the last record's promise ran, or when ctx ended first (the
 // records not confirmed by then are reported as of unknown outcome; their
-// late promises change nothing).
+// late promises change nothing). It owns the batch's records, so that one
+// promise (the method value of promise) serves all of them: a record is
+// found by its place in recs, not by a closure per record.
 type batchWait struct {
 	ctx     context.Context
 	msgs    []*relay.Message
+	recs    []kgo.Record // recs[i] is msgs[i]'s record
 	onDone  func(error)
 	mu      sync.Mutex
 	errs    []error
@@ -107,7 +111,7 @@ type batchWait struct {
 }
 
 func newBatchWait(ctx context.Context, msgs []*relay.Message, onDone func(error)) *batchWait {
-	b := &batchWait{ctx: ctx, msgs: msgs, onDone: onDone, errs: make([]error, len(msgs)), settled: make([]bool, len(msgs)), pending: len(msgs)}
+	b := &batchWait{ctx: ctx, msgs: msgs, recs: make([]kgo.Record, len(msgs)), onDone: onDone, errs: make([]error, len(msgs)), settled: make([]bool, len(msgs)), pending: len(msgs)}
 	// The watch can fire (ctx already ended) before AfterFunc returns, so
 	// its stop function is published under mu, and end copes without it.
 	stop := context.AfterFunc(ctx, b.end)
@@ -119,6 +123,15 @@ func newBatchWait(ctx context.Context, msgs []*relay.Message, onDone func(error)
 		stop()
 	}
 	return b
+}
+
+// promise is the produce promise of every record of b.recs.
+func (b *batchWait) promise(r *kgo.Record, err error) { b.finish(b.index(r), err) }
+
+// index is the place of r in b.recs (r is one of them: franz-go hands a
+// promise the record it was given).
+func (b *batchWait) index(r *kgo.Record) int {
+	return int((uintptr(unsafe.Pointer(r)) - uintptr(unsafe.Pointer(unsafe.SliceData(b.recs)))) / unsafe.Sizeof(kgo.Record{}))
 }
 
 // finish records the promise of record i.
@@ -233,8 +246,9 @@ func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*re
 		}
 	}
 	b := newBatchWait(ctx, msgs, done)
-	// One allocation for the batch's records and one for their headers.
-	recs := make([]kgo.Record, len(msgs))
+	// One allocation for the batch's records (in b) and one for their
+	// headers, and one promise for all of them.
+	recs, promise := b.recs, b.promise
 	nh := 0
 	for _, m := range msgs {
 		nh += 1 + len(m.Metadata)
@@ -248,7 +262,7 @@ func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*re
 			encodeInto(&recs[i], hdrs[:0:k], topic, m)
 		}
 		hdrs = hdrs[k:]
-		d.cl.Produce(ctx, &recs[i], func(_ *kgo.Record, err error) { b.finish(i, err) })
+		d.cl.Produce(ctx, &recs[i], promise)
 	}
 }
 
