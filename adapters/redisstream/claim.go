@@ -15,7 +15,7 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 		r.claimNow.Store(false) // this pass sees every hand-back made so far
 		r.popDue(time.Now())    // and every delayed one that is due
 	}
-	raw, err := r.c.DoRaw(ctx, "xautoclaim", r.key, r.group, r.consumer, r.cfg.ClaimIdle.Milliseconds(), r.claimCursor, "count", max).Result()
+	raw, err := r.read(ctx, r.c, "xautoclaim", r.key, r.group, r.consumer, r.cfg.ClaimIdle.Milliseconds(), r.claimCursor, "count", max)
 	var next string
 	var msgs []streamEntry
 	if err == nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/go-relay/relay"
 )
 
-// The receiver reads entries with go-redis's DoRaw and parses the RESP
+// The receiver reads entries with go-redis's DoRawWriteTo and parses the RESP
 // reply itself, because go-redis hands stream entries over as a map, which
 // keeps only the last value of a repeated field. Parsing the raw reply also
 // copies each payload once (go-redis makes a string, Decode then a []byte).
