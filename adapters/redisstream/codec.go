@@ -27,11 +27,20 @@ var ForeignPayloadFields = []string{"data", "body", "message", "value"}
 // md:<name> field per metadata entry in name order. It is safe for
 // concurrent use and does not retain m.
 func Encode(m *relay.Message) []any {
+	return appendFields(make([]any, 0, fieldCount(m)), m)
+}
+
+// fieldCount is the number of fields and values Encode returns for m.
+func fieldCount(m *relay.Message) int {
 	n := 4 + 2*len(m.Metadata)
 	if m.Key != "" {
 		n += 2
 	}
-	f := make([]any, 0, n)
+	return n
+}
+
+// appendFields appends Encode(m) to f.
+func appendFields(f []any, m *relay.Message) []any {
 	f = append(f, FieldID, m.ID)
 	if m.Key != "" {
 		f = append(f, FieldKey, m.Key)

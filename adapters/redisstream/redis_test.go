@@ -568,3 +568,32 @@ func TestIdleConsumersAreRemoved(t *testing.T) {
 		t.Errorf("consumer holding an entry was removed: %q", names)
 	}
 }
+
+// maxage= trims entries older than the age on every XADD (MINID ~): whole
+// nodes of old entries go, the new one stays.
+func TestMaxAgeTrims(t *testing.T) {
+	ctx := context.Background()
+	topic := relaytest.Unique("maxage")
+	raw := rawClient(t)
+	t.Cleanup(func() { raw.Del(ctx, topic) })
+	const old = 250 // several of the stream's nodes (100 entries each by default)
+	for i := 1; i <= old; i++ {
+		if err := raw.XAdd(ctx, &redis.XAddArgs{Stream: topic, ID: fmt.Sprintf("1-%d", i), Values: []any{"payload", "old"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := openPub(t, "maxage", "1h")
+	m := relay.NewMessage([]byte("new"))
+	relaytest.Publish(t, pub, topic, m)
+	n, err := raw.XLen(ctx, topic).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > old {
+		t.Errorf("XLEN %d after publishing with maxage=1h beside %d entries from 1970: nothing was trimmed", n, old)
+	}
+	last, err := raw.XRevRangeN(ctx, topic, "+", "-", 1).Result()
+	if err != nil || len(last) != 1 || last[0].Values[redisstream.FieldID] != m.ID {
+		t.Fatalf("newest entry %v (%v), want the published message %s", last, err, m.ID)
+	}
+}
