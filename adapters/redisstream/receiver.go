@@ -221,12 +221,21 @@ func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, err
 // DoRaw, go-redis does not retry such a command; the shared layer retries
 // the failed Receive.
 func (r *receiver) read(ctx context.Context, c *redis.Client, args ...any) ([]byte, error) {
-	r.reply.Reset()
+	if r.reply.Cap() > maxKeptReply {
+		r.reply = bytes.Buffer{} // a step of large entries: do not hold its memory while idle
+	} else {
+		r.reply.Reset()
+	}
 	if _, err := c.DoRawWriteTo(ctx, &r.reply, args...).Result(); err != nil {
 		return nil, err
 	}
 	return r.reply.Bytes(), nil
 }
+
+// maxKeptReply is the largest reply buffer a receiver keeps between read
+// steps; the replies of small entries (a window of them is tens of KiB)
+// reuse it, a larger one is let go after use.
+const maxKeptReply = 1 << 20
 
 // readNew waits up to Block (less when a claim pass is due) for new
 // entries. wake interrupts the wait.
