@@ -19,7 +19,7 @@ func (r *receiver) claim(ctx context.Context, max int) ([]driver.Received, error
 	var next string
 	var msgs []streamEntry
 	if err == nil {
-		next, msgs, err = parseAutoClaim(raw)
+		next, msgs, err = parseAutoClaim(raw, &r.arena)
 	}
 	if err != nil {
 		r.claimCursor = scanDone

@@ -92,7 +92,7 @@ func Decode(entryID string, fields map[string]any) *relay.Message {
 	for _, k := range names {
 		list = append(list, k, str(fields[k]))
 	}
-	return decode(entryID, list)
+	return decode(entryID, list, nil)
 }
 
 // DecodeFields turns the fields of stream entry entryID, given in entry
@@ -119,16 +119,27 @@ func Decode(entryID string, fields map[string]any) *relay.Message {
 //     is already taken in the entry is skipped. Two fields that give the
 //     same metadata name (such as "md:x" and "x") count as a repetition.
 func DecodeFields(entryID string, fields []string) *relay.Message {
-	return decode(entryID, fields)
+	return decode(entryID, fields, nil)
 }
 
 // text is what a field name or value can be: strings from callers, or
-// slices of a raw reply buffer from the receiver (converted, so copied,
-// before they are kept).
+// slices of a raw reply buffer from the receiver (copied before they are
+// kept).
 type text interface{ ~string | ~[]byte }
 
-func decode[S text](entryID string, f []S) *relay.Message {
-	m := &relay.Message{ID: entryID}
+// decode returns the message of a stream entry (see DecodeFields).
+func decode[S text](entryID string, f []S, a *driver.Arena) *relay.Message {
+	m := new(relay.Message)
+	decodeInto(m, entryID, f, a)
+	return m
+}
+
+// decodeInto decodes a stream entry into m (see DecodeFields). What it
+// keeps of f is copied: into a, when a is not nil and f holds slices of a
+// reply, so that one read step costs one allocation per arena chunk
+// instead of one per ID, payload and value; onto the heap otherwise.
+func decodeInto[S text](m *relay.Message, entryID string, f []S, a *driver.Arena) {
+	m.ID = entryID
 	n := len(f) &^ 1
 	payloadName := FieldPayload
 	if !hasField(f[:n], FieldPayload) {
@@ -156,7 +167,7 @@ func decode[S text](entryID string, f []S) *relay.Message {
 				// would keep the slice of the raw reply, and so the whole
 				// reply (every entry of one read) in memory for as long
 				// as this message is.
-				m.Payload = append([]byte(nil), v...)
+				m.Payload = keepBytes(a, v)
 			}
 		case string(k) == FieldID:
 			if seenID {
@@ -164,24 +175,24 @@ func decode[S text](entryID string, f []S) *relay.Message {
 				continue
 			}
 			seenID = true
-			m.ID = string(v)
+			m.ID = keepString(a, v)
 		case string(k) == FieldKey:
 			if seenKey {
 				later = append(later, i)
 				continue
 			}
 			seenKey = true
-			m.Key = string(v)
+			m.Key = keepString(a, v)
 		default:
 			if m.Metadata == nil {
 				m.Metadata = make(relay.Metadata, (n-i)/2)
 			}
-			name := mdName(k)
+			name := mdName(k, a)
 			if _, taken := m.Metadata[name]; taken {
 				later = append(later, i)
 				continue
 			}
-			m.Metadata[name] = string(v)
+			m.Metadata[name] = keepString(a, v)
 		}
 	}
 	if m.Payload == nil {
@@ -190,19 +201,35 @@ func decode[S text](entryID string, f []S) *relay.Message {
 	for _, i := range later {
 		k := string(f[i])
 		if k != payloadName && k != FieldID && k != FieldKey {
-			k = mdName(f[i])
+			k = mdName(f[i], a)
 		}
-		m.Metadata = driver.AddRepeat(m.Metadata, k, string(f[i+1]))
+		m.Metadata = driver.AddRepeat(m.Metadata, k, keepString(a, f[i+1]))
 	}
-	return m
+}
+
+// keepString returns a copy of v as a string: in a when v is a slice of
+// a reply and a is not nil, on the heap otherwise.
+func keepString[S text](a *driver.Arena, v S) string {
+	if b, ok := any(v).([]byte); ok && a != nil {
+		return a.String(b)
+	}
+	return string(v)
+}
+
+// keepBytes returns a copy of v, as keepString does; never nil.
+func keepBytes[S text](a *driver.Arena, v S) []byte {
+	if b, ok := any(v).([]byte); ok && a != nil && len(b) > 0 {
+		return a.Bytes(b)
+	}
+	return append([]byte{}, v...)
 }
 
 // mdName is the metadata name of field k: k without MetadataPrefix.
-func mdName[S text](k S) string {
+func mdName[S text](k S, a *driver.Arena) string {
 	if len(k) >= len(MetadataPrefix) && string(k[:len(MetadataPrefix)]) == MetadataPrefix {
-		return string(k[len(MetadataPrefix):])
+		return keepString(a, k[len(MetadataPrefix):])
 	}
-	return string(k)
+	return keepString(a, k)
 }
 
 func hasField[S text](f []S, name string) bool {

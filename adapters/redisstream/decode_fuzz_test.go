@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-relay/relay/driver"
 )
 
 // FuzzDecode feeds Decode stream entries as any XADD could write them:
@@ -99,9 +101,9 @@ func FuzzParseStreams(f *testing.F) {
 	f.Add([]byte("%1\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n_\r\n"))
 	f.Add([]byte("*3\r\n$3\r\n0-0\r\n*0\r\n*0\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		if got, err := parseStreams(raw); err != nil && got != nil {
+		if got, err := parseStreams(raw, new(driver.Arena)); err != nil && got != nil {
 			t.Fatalf("entries %v with error %v", got, err)
 		}
-		_, _, _ = parseAutoClaim(raw)
+		_, _, _ = parseAutoClaim(raw, nil)
 	})
 }

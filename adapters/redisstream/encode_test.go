@@ -114,8 +114,10 @@ func TestDecodeFieldsRepeated(t *testing.T) {
 		for i, f := range c.fields {
 			bs[i] = []byte(f)
 		}
-		if b := decode("9-0", bs); b.ID != m.ID || b.Key != m.Key || !bytes.Equal(b.Payload, m.Payload) || !equalMD(b.Metadata, m.Metadata) {
-			t.Errorf("%q: []byte decode %+v differs from string decode %+v", c.fields, b, m)
+		for _, a := range []*driver.Arena{nil, new(driver.Arena)} {
+			if b := decode("9-0", bs, a); b.ID != m.ID || b.Key != m.Key || !bytes.Equal(b.Payload, m.Payload) || !equalMD(b.Metadata, m.Metadata) {
+				t.Errorf("%q: []byte decode (arena %v) %+v differs from string decode %+v", c.fields, a != nil, b, m)
+			}
 		}
 	}
 }
@@ -129,7 +131,7 @@ func TestParseReplies(t *testing.T) {
 		"resp2": "*1\r\n*2\r\n$1\r\ns\r\n*2\r\n" + entry + deleted,
 		"resp3": "%1\r\n$1\r\ns\r\n*2\r\n" + entry + strings.Replace(deleted, "*-1", "_", 1),
 	} {
-		got, err := parseStreams([]byte(raw))
+		got, err := parseStreams([]byte(raw), new(driver.Arena))
 		if err != nil || len(got) != 2 {
 			t.Fatalf("%s: %v %v", name, got, err)
 		}
@@ -141,19 +143,19 @@ func TestParseReplies(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{"*-1\r\n", "_\r\n"} {
-		if got, err := parseStreams([]byte(raw)); err != nil || len(got) != 0 {
+		if got, err := parseStreams([]byte(raw), nil); err != nil || len(got) != 0 {
 			t.Errorf("null reply %q: %v %v", raw, got, err)
 		}
 	}
-	cur, got, err := parseAutoClaim([]byte("*3\r\n$3\r\n5-0\r\n*1\r\n" + entry + "*1\r\n$3\r\n3-0\r\n"))
+	cur, got, err := parseAutoClaim([]byte("*3\r\n$3\r\n5-0\r\n*1\r\n"+entry+"*1\r\n$3\r\n3-0\r\n"), new(driver.Arena))
 	if err != nil || cur != "5-0" || len(got) != 1 || got[0].msg.Metadata["a#2"] != "2" {
 		t.Errorf("XAUTOCLAIM: %q %+v %v", cur, got, err)
 	}
-	if _, err := parseStreams([]byte("-NOGROUP No such key\r\n")); !noGroup(err) {
+	if _, err := parseStreams([]byte("-NOGROUP No such key\r\n"), nil); !noGroup(err) {
 		t.Errorf("error reply gave %v", err)
 	}
 	for _, bad := range []string{"*1\r\n*2\r\n$1\r\ns", "*1\r\n*2\r\n$9\r\ns\r\n", ":3\r\n"} {
-		if _, err := parseStreams([]byte(bad)); err == nil {
+		if _, err := parseStreams([]byte(bad), nil); err == nil {
 			t.Errorf("malformed reply %q parsed", bad)
 		}
 	}
@@ -161,24 +163,31 @@ func TestParseReplies(t *testing.T) {
 
 // A bogus length in a reply is an error, not a huge allocation.
 func TestParseHugeLength(t *testing.T) {
-	if _, err := parseStreams([]byte("*1\r\n*2\r\n$1\r\ns\r\n*999999999999999999\r\n")); err == nil {
+	if _, err := parseStreams([]byte("*1\r\n*2\r\n$1\r\ns\r\n*999999999999999999\r\n"), nil); err == nil {
 		t.Error("bogus entry count parsed")
 	}
 }
 
-// A parsed payload is a copy, not a slice of the raw reply: a message the
-// application holds must not keep the whole reply (every entry of one
-// read) in memory, nor change when the buffer is reused.
+// What a parsed message keeps is a copy, not a slice of the raw reply: a
+// message the application holds must not keep the whole reply (every
+// entry of one read) in memory, nor change when the buffer is reused.
+// That holds with and without an arena.
 func TestParsedPayloadIsACopy(t *testing.T) {
-	raw := []byte("*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$7\r\npayload\r\n$5\r\nhello\r\n")
-	got, err := parseStreams(raw)
-	if err != nil || len(got) != 1 || string(got[0].msg.Payload) != "hello" {
-		t.Fatalf("parseStreams: %+v %v", got, err)
-	}
-	for i := range raw {
-		raw[i] = 'x'
-	}
-	if p := got[0].msg.Payload; string(p) != "hello" {
-		t.Errorf("payload %q changed with the raw reply: it shares its memory", p)
+	for _, a := range []*driver.Arena{nil, new(driver.Arena)} {
+		raw := []byte("*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*8\r\n$2\r\nid\r\n$2\r\nm1\r\n$3\r\nkey\r\n$1\r\nk\r\n$7\r\npayload\r\n$5\r\nhello\r\n$4\r\nmd:t\r\n$1\r\nv\r\n")
+		got, err := parseStreams(raw, a)
+		if err != nil || len(got) != 1 || string(got[0].msg.Payload) != "hello" {
+			t.Fatalf("parseStreams (arena %v): %+v %v", a != nil, got, err)
+		}
+		for i := range raw {
+			raw[i] = 'x'
+		}
+		e := got[0]
+		if p := e.msg.Payload; string(p) != "hello" {
+			t.Errorf("arena %v: payload %q changed with the raw reply: it shares its memory", a != nil, p)
+		}
+		if e.id != "1-0" || e.msg.ID != "m1" || e.msg.Key != "k" || !equalMD(e.msg.Metadata, relay.Metadata{"t": "v"}) {
+			t.Errorf("arena %v: entry %q, message %q/%q/%v changed with the raw reply", a != nil, e.id, e.msg.ID, e.msg.Key, e.msg.Metadata)
+		}
 	}
 }

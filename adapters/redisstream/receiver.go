@@ -50,6 +50,7 @@ type receiver struct {
 
 	// Read state, owned by Receive (called from one goroutine).
 	reply       bytes.Buffer // the raw reply of the latest read step (see read)
+	arena       driver.Arena // copies of what delivered messages keep of replies
 	failing     bool         // the last step failed
 	recovering  bool         // reading this consumer's own PEL left by an earlier incarnation
 	ownCursor   string       // last ID of the own-PEL read
@@ -201,7 +202,7 @@ func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, err
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := parseStreams(raw)
+	msgs, err := parseStreams(raw, &r.arena)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +263,7 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := parseStreams(raw)
+	msgs, err := parseStreams(raw, &r.arena)
 	if err != nil || len(msgs) == 0 {
 		return nil, err
 	}
@@ -270,7 +271,7 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 	hs := make([]handle, len(msgs)) // one allocation for the batch's handles
 	for i, m := range msgs {
 		if m.msg == nil { // not sent for new entries; never deliver a nil message
-			m.msg = &relay.Message{ID: m.id}
+			m.msg = &relay.Message{ID: m.id, Payload: []byte{}}
 		}
 		hs[i].id = m.id
 		out[i] = driver.Received{Msg: m.msg, Attempt: 1, Handle: &hs[i]}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // The receiver reads entries with go-redis's DoRawWriteTo and parses the RESP
@@ -35,6 +36,26 @@ type streamEntry struct {
 type respParser struct {
 	b       []byte
 	scratch [][]byte // field list of the entry being decoded, reused
+
+	// arena, when not nil, holds the copies of what the parsed messages
+	// keep of the reply (see decodeInto); the receiver's, reused across
+	// read steps.
+	arena *driver.Arena
+	// msgs are messages allocated together for the rest of a reply's
+	// entries, handed out by newMessage.
+	msgs []relay.Message
+}
+
+// newMessage returns a zero message for one of the reply's entries, left
+// the number of entries not yet parsed, this one included. The messages
+// of one reply share an allocation.
+func (p *respParser) newMessage(left int) *relay.Message {
+	if len(p.msgs) == 0 {
+		p.msgs = make([]relay.Message, max(1, min(left, len(p.b)/8))) // a bogus count allocates nothing big
+	}
+	m := &p.msgs[0]
+	p.msgs = p.msgs[1:]
+	return m
 }
 
 // line returns the type byte and the rest of the next line. Lines are
@@ -186,7 +207,7 @@ func (p *respParser) entries(out []streamEntry) ([]streamEntry, error) {
 		return out, err
 	}
 	out = slices.Grow(out, min(n, len(p.b)/8)) // an entry takes 8 bytes or more: a bogus length allocates nothing big
-	for range n {
+	for i := range n {
 		parts, err := p.aggregate(false)
 		if err != nil {
 			return out, err
@@ -203,7 +224,7 @@ func (p *respParser) entries(out []streamEntry) ([]streamEntry, error) {
 		if err != nil {
 			return out, err
 		}
-		e := streamEntry{id: string(idb)}
+		e := streamEntry{id: keepString(p.arena, idb)}
 		nf, err := p.aggregate(true)
 		if err != nil {
 			return out, err
@@ -221,7 +242,8 @@ func (p *respParser) entries(out []streamEntry) ([]streamEntry, error) {
 				}
 				p.scratch = append(p.scratch, k, v)
 			}
-			e.msg = decode(e.id, p.scratch)
+			e.msg = p.newMessage(n - i)
+			decodeInto(e.msg, e.id, p.scratch, p.arena)
 		}
 		for range parts - 2 { // fields added by newer servers (XREADGROUP CLAIM)
 			if err := p.skip(); err != nil {
@@ -235,8 +257,9 @@ func (p *respParser) entries(out []streamEntry) ([]streamEntry, error) {
 
 // parseStreams parses an XREADGROUP reply (streams and their entries);
 // a null reply (the wait ended without entries) gives no entries.
-func parseStreams(raw []byte) ([]streamEntry, error) {
-	p := respParser{b: raw}
+// Copies of what the entries keep go to arena when it is not nil.
+func parseStreams(raw []byte, arena *driver.Arena) ([]streamEntry, error) {
+	p := respParser{b: raw, arena: arena}
 	resp3 := len(raw) > 0 && raw[0] == '%' // a map of key to entries
 	n, err := p.aggregate(true)
 	if err != nil || n <= 0 {
@@ -265,8 +288,8 @@ func parseStreams(raw []byte) ([]streamEntry, error) {
 // parseAutoClaim parses an XAUTOCLAIM reply: the next cursor and the
 // claimed entries (the IDs of deleted entries that Redis 7 appends are
 // already removed from the PEL by the server and are skipped).
-func parseAutoClaim(raw []byte) (string, []streamEntry, error) {
-	p := respParser{b: raw}
+func parseAutoClaim(raw []byte, arena *driver.Arena) (string, []streamEntry, error) {
+	p := respParser{b: raw, arena: arena}
 	n, err := p.aggregate(false)
 	if err != nil {
 		return "", nil, err
