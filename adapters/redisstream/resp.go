@@ -115,6 +115,10 @@ func errorReply(typ byte, rest []byte, p *respParser) error {
 // it returns doubled (its keys and values, as in the flat array RESP2
 // has in its place).
 func (p *respParser) aggregate(maps bool) (int, error) {
+	if b := p.b; len(b) > 3 && b[0] == '*' && '0' <= b[1] && b[1] <= '9' && b[2] == '\r' && b[3] == '\n' {
+		p.b = b[4:] // the common header of an entry or its fields: one digit
+		return int(b[1] - '0'), nil
+	}
 	typ, rest, err := p.line()
 	if err != nil {
 		return 0, err
@@ -140,8 +144,27 @@ func (p *respParser) aggregate(maps bool) (int, error) {
 	return 0, fmt.Errorf("relay/redis: unexpected reply type %q from the server", typ)
 }
 
-// str reads a bulk or simple string; it aliases p's buffer.
+// str reads a bulk or simple string; it aliases p's buffer. A bulk
+// string of a well-formed reply, nearly every value of a stream entry,
+// takes the fast path; anything else goes through strSlow.
 func (p *respParser) str() ([]byte, error) {
+	b := p.b
+	if len(b) > 0 && b[0] == '$' {
+		n, i := 0, 1
+		for ; i < len(b) && i < 19 && '0' <= b[i] && b[i] <= '9'; i++ {
+			n = n*10 + int(b[i]-'0')
+		}
+		if start := i + 2; i > 1 && start+n+2 <= len(b) && b[i] == '\r' && b[i+1] == '\n' {
+			end := start + n
+			p.b = b[end+2:]
+			return b[start:end:end], nil
+		}
+	}
+	return p.strSlow()
+}
+
+// strSlow is str for every reply type and for malformed replies.
+func (p *respParser) strSlow() ([]byte, error) {
 	typ, rest, err := p.line()
 	if err != nil {
 		return nil, err
