@@ -114,7 +114,7 @@ func TestAtMostOnceLosesFailuresAndAcksFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(t, pub, "in", "fail", "panic", "ok")
-	runRouter(t, r)
+	stop := runRouter(t, r)
 	d.waitCalls(t, 3)
 	// Nothing is left for the group: the failed and the panicked message
 	// were acked, so the broker will never redeliver them.
@@ -128,8 +128,28 @@ func TestAtMostOnceLosesFailuresAndAcksFirst(t *testing.T) {
 		}
 	}
 	// Outputs are published once, and only for the handler that succeeded.
+	// The router publishes an output after its handler returns, so the
+	// handler's call being recorded does not mean the output is out yet.
+	// Stopping the router waits for the handlers' work, so whatever the
+	// failed messages might wrongly have published is out too.
+	waitOutputs(t, out, "out", 1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 	if got := outPayloads(out, "out"); !slices.Equal(got, []string{"out-ok"}) {
 		t.Fatalf("outputs %v; want [out-ok]", got)
+	}
+}
+
+// waitOutputs waits until p holds at least n messages of topic.
+func waitOutputs(t *testing.T, p *fakePub, topic string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.published(topic)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d outputs after 10s; want %d", topic, len(p.published(topic)), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
