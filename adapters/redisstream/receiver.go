@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,6 +25,14 @@ const scanDone = "0-0"
 type handle struct {
 	id      string
 	settled bool // guarded by receiver.smu
+}
+
+// MarshalBinary returns the entry ID's bytes without a copy, for go-redis
+// to write and not keep: given as a command argument, a *handle is sent
+// as its entry ID. Settle builds its XACK this way, because a pointer in
+// an interface needs no allocation where a string does.
+func (h *handle) MarshalBinary() ([]byte, error) {
+	return unsafe.Slice(unsafe.StringData(h.id), len(h.id)), nil
 }
 
 // receiver is one subscription: one consumer of the group on one stream.

@@ -18,14 +18,19 @@ import (
 func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	r.smu.Lock()
 	defer r.smu.Unlock()
-	var acks, nacks []string
+	// The XACK's arguments: the handles themselves stand for their entry
+	// IDs (see handle.MarshalBinary), so a batch of acks costs one
+	// allocation, not one boxed string per entry.
+	xack := make([]any, 3, 3+len(batch))
+	xack[0], xack[1], xack[2] = "xack", r.key, r.group
+	var nacks []string
 	var delayed map[int64][]string // by delay in ms
 	for _, s := range batch {
 		h := s.Handle.(*handle)
 		h.settled = true
 		switch {
 		case s.Ack:
-			acks = append(acks, h.id)
+			xack = append(xack, h)
 		case s.Delay > 0:
 			if delayed == nil {
 				delayed = map[int64][]string{}
@@ -39,11 +44,13 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	var ack redis.Cmder
 	cmds := make([]redis.Cmder, 0, 1+len(delayed))
 	if len(nacks) == 0 && len(delayed) == 0 {
-		ack = r.c.XAck(ctx, r.key, r.group, acks...)
+		ack = redis.NewIntCmd(ctx, xack...)
+		_ = r.c.Process(ctx, ack)
 	} else {
 		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if len(acks) > 0 {
-				ack = p.XAck(ctx, r.key, r.group, acks...)
+			if len(xack) > 3 {
+				ack = redis.NewIntCmd(ctx, xack...)
+				_ = p.Process(ctx, ack)
 			}
 			if len(nacks) > 0 {
 				cmds = append(cmds, r.handback(ctx, p, nacks))
