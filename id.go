@@ -6,8 +6,8 @@ import (
 	mrand "math/rand/v2"
 	"sync"
 	"time"
-	"unsafe"
 
+	"github.com/go-relay/relay/internal/bytesview"
 	"github.com/go-relay/relay/internal/uuid"
 )
 
@@ -101,5 +101,5 @@ func NewID() string {
 
 	uuid.Format(text, u)
 	// text is never written again: the string is immutable, as Go requires.
-	return unsafe.String(unsafe.SliceData(text), len(text))
+	return bytesview.String(text)
 }

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/bytesview"
 )
 
 // Arena copies the small byte slices and strings of received messages
@@ -60,7 +61,7 @@ func newChunk() []byte {
 // memory s came from (a receiver may hand out strings over its client's
 // buffers, as kafka:// does with share_payloads=true).
 func (a *Arena) CloneString(s string) string {
-	return a.String(unsafe.Slice(unsafe.StringData(s), len(s)))
+	return a.String(bytesview.Bytes(s))
 }
 
 // CloneMetadata returns a copy of md whose names and values are copies
@@ -87,5 +88,5 @@ func (a *Arena) String(p []byte) string {
 		return string(p)
 	}
 	b := a.Bytes(p)
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return bytesview.String(b)
 }

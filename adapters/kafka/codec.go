@@ -6,12 +6,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/bytesview"
 )
 
 // Wire format. A relay message is one Kafka record:
@@ -87,21 +87,16 @@ func encodeInto(r *kgo.Record, hdrs []kgo.RecordHeader, topic string, m *relay.M
 		r.Value = nil
 	}
 	if m.Key != "" {
-		r.Key = readOnlyBytes(m.Key)
+		r.Key = bytesview.Bytes(m.Key)
 	}
-	hdrs = append(hdrs, kgo.RecordHeader{Key: headerID, Value: readOnlyBytes(m.ID)})
+	hdrs = append(hdrs, kgo.RecordHeader{Key: headerID, Value: bytesview.Bytes(m.ID)})
 	for k, v := range m.Metadata {
 		if k == MetadataTombstone {
 			continue
 		}
-		hdrs = append(hdrs, kgo.RecordHeader{Key: headerName(k), Value: readOnlyBytes(v)})
+		hdrs = append(hdrs, kgo.RecordHeader{Key: headerName(k), Value: bytesview.Bytes(v)})
 	}
 	r.Headers = hdrs
-}
-
-// readOnlyBytes is s's bytes without a copy, for the client to read only.
-func readOnlyBytes(s string) []byte {
-	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // headerName is the header that carries metadata key k: k itself, or
@@ -237,7 +232,7 @@ func decodedString(a *driver.Arena, p []byte) string {
 	case len(p) == 0:
 		return ""
 	}
-	return unsafe.String(unsafe.SliceData(p), len(p))
+	return bytesview.String(p)
 }
 
 // mdName is the metadata name of a header (relay-md- stripped).

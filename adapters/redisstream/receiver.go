@@ -10,12 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/bytesview"
 )
 
 // scanDone is the XAUTOCLAIM cursor of a complete pass over the PEL.
@@ -32,7 +32,7 @@ type handle struct {
 // as its entry ID. Settle builds its XACK this way, because a pointer in
 // an interface needs no allocation where a string does.
 func (h *handle) MarshalBinary() ([]byte, error) {
-	return unsafe.Slice(unsafe.StringData(h.id), len(h.id)), nil
+	return bytesview.Bytes(h.id), nil
 }
 
 // receiver is one subscription: one consumer of the group on one stream.
