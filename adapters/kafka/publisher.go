@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -97,29 +97,38 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 // late promises change nothing). It owns the batch's records, so that one
 // promise (the method value of promise) serves all of them: a record is
 // found by its place in recs, not by a closure per record.
+//
+// Promises take no lock: each writes only its own record's outcome and
+// then marks it done, and the one that brings pending to zero ends the
+// batch. The end reads an outcome's error only after seeing it done.
 type batchWait struct {
-	ctx     context.Context
-	msgs    []*relay.Message
-	recs    []kgo.Record // recs[i] is msgs[i]'s record
-	onDone  func(error)
-	mu      sync.Mutex
-	errs    []error
-	settled []bool
-	pending int
-	ended   bool
-	stop    func() bool // unregisters the ctx watch; set under mu, nil until then
+	ctx      context.Context
+	msgs     []*relay.Message
+	recs     []kgo.Record // recs[i] is msgs[i]'s record
+	outcomes []outcome    // outcomes[i] is recs[i]'s promise
+	onDone   func(error)
+	pending  atomic.Int64
+	ended    atomic.Bool
+	stop     atomic.Pointer[func() bool] // unregisters the ctx watch; nil until newBatchWait stored it
+}
+
+// outcome is what one record's promise reported.
+type outcome struct {
+	err  error // written by the promise before done
+	done atomic.Bool
 }
 
 func newBatchWait(ctx context.Context, msgs []*relay.Message, onDone func(error)) *batchWait {
-	b := &batchWait{ctx: ctx, msgs: msgs, recs: make([]kgo.Record, len(msgs)), onDone: onDone, errs: make([]error, len(msgs)), settled: make([]bool, len(msgs)), pending: len(msgs)}
+	b := &batchWait{ctx: ctx, msgs: msgs, recs: make([]kgo.Record, len(msgs)), outcomes: make([]outcome, len(msgs)), onDone: onDone}
+	b.pending.Store(int64(len(msgs)))
+	if ctx.Done() == nil {
+		return b // a ctx that never ends needs no watch
+	}
 	// The watch can fire (ctx already ended) before AfterFunc returns, so
-	// its stop function is published under mu, and end copes without it.
+	// end may miss the stop function: then it is called here.
 	stop := context.AfterFunc(ctx, b.end)
-	b.mu.Lock()
-	b.stop = stop
-	ended := b.ended
-	b.mu.Unlock()
-	if ended {
+	b.stop.Store(&stop)
+	if b.ended.Load() {
 		stop()
 	}
 	return b
@@ -134,50 +143,40 @@ func (b *batchWait) index(r *kgo.Record) int {
 	return int((uintptr(unsafe.Pointer(r)) - uintptr(unsafe.Pointer(unsafe.SliceData(b.recs)))) / unsafe.Sizeof(kgo.Record{}))
 }
 
-// finish records the promise of record i.
+// finish records the promise of record i; the last one ends the batch.
 func (b *batchWait) finish(i int, err error) {
-	b.mu.Lock()
-	if b.ended {
-		b.mu.Unlock()
-		return
-	}
-	b.errs[i] = err
-	b.settled[i] = true
-	b.pending--
-	last := b.pending == 0
-	b.mu.Unlock()
-	if last {
+	o := &b.outcomes[i]
+	o.err = err
+	o.done.Store(true)
+	if b.pending.Add(-1) == 0 {
 		b.end()
 	}
 }
 
 // end reports the outcome once.
 func (b *batchWait) end() {
-	b.mu.Lock()
-	if b.ended {
-		b.mu.Unlock()
+	if !b.ended.CompareAndSwap(false, true) {
 		return
 	}
-	b.ended = true
 	err := b.result()
-	stop := b.stop
-	b.mu.Unlock()
-	if stop != nil {
-		stop()
+	if stop := b.stop.Load(); stop != nil {
+		(*stop)()
 	}
 	b.onDone(err)
 }
 
 // result is the batch's outcome as SendBatch reports it: nil, the plain
 // error when every message failed alike, else a *relay.PublishError
-// naming the failed ones. Called with mu held.
+// naming the failed ones. Called once, by end.
 func (b *batchWait) result() error {
 	var failed []relay.MessageFailure
 	var first error
 	same := true
 	for i, m := range b.msgs {
-		err := b.errs[i]
-		if !b.settled[i] {
+		var err error
+		if o := &b.outcomes[i]; o.done.Load() {
+			err = o.err
+		} else {
 			err = fmt.Errorf("relay/kafka: delivery not confirmed before the context ended (it may still arrive): %w", b.ctx.Err())
 		}
 		if err == nil {
