@@ -145,7 +145,9 @@ type fakeRecv struct {
 	failNext int // Receive fails this many times first
 	empties  int // then answers empty this many times
 	native   bool
-	payload  int // payload bytes of every message
+	payload  int           // payload bytes of every message
+	asked    []int         // max of every Receive that returned messages
+	cost     time.Duration // every Receive that returns messages takes this long first
 }
 
 type driver_handle = int
@@ -173,6 +175,12 @@ func (r *fakeRecv) Receive(ctx context.Context, max int) ([]Received, error) {
 		}
 		r.maxAsked = maxInt(r.maxAsked, max)
 		if len(r.queue) > 0 {
+			if r.cost > 0 {
+				r.mu.Unlock()
+				time.Sleep(r.cost)
+				r.mu.Lock()
+			}
+			r.asked = append(r.asked, max)
 			n := min(max, len(r.queue))
 			out := make([]Received, n)
 			for i := range out {

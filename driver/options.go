@@ -36,7 +36,11 @@ type Options struct {
 	// refilled. A driver whose receive calls cost more than its settle
 	// calls may set the whole window, so that a fast handler's acks free
 	// the window in one step and Receive asks for all of it. At most
-	// InFlight.
+	// InFlight. While settlements are outstanding, Receive is not asked
+	// for fewer than SettleBatch messages until up to a millisecond
+	// (SettleLinger when shorter) has passed without more room, so that
+	// windows stay whole instead of splitting into a small call and a
+	// large one.
 	SettleBatch int
 	// InFlightBytes bounds the bytes (payload, ID, Key and metadata) of
 	// the unsettled messages a subscription holds, beside InFlight, so

@@ -221,6 +221,17 @@ func (s *subscription) receiveLoop(perCall int) {
 		held   []Settle   // with hold: the nacks of those that are not
 	)
 	done := s.ctx.Done()
+	// A call for a sliver of the window waits up to fillWait for the
+	// outstanding settlements to free more (see shortLocked); until is
+	// when that wait ends, zero while not waiting.
+	fillWait := min(s.parent.opts.SettleLinger, maxFillWait)
+	var until time.Time
+	var fill *time.Timer
+	defer func() {
+		if fill != nil {
+			fill.Stop()
+		}
+	}()
 	for {
 		s.mu.Lock()
 		n := s.roomLocked()
@@ -236,6 +247,29 @@ func (s *subscription) receiveLoop(perCall int) {
 				continue
 			}
 		}
+		if s.shortLocked(n, perCall) {
+			now := time.Now()
+			if until.IsZero() {
+				until = now.Add(fillWait)
+			}
+			if now.Before(until) {
+				s.mu.Unlock()
+				if fill == nil {
+					fill = time.NewTimer(until.Sub(now))
+				} else {
+					fill.Reset(until.Sub(now))
+				}
+				select {
+				case <-s.ctx.Done():
+					return
+				case <-s.slotFreed:
+				case <-fill.C:
+				}
+				fill.Stop()
+				continue
+			}
+		}
+		until = time.Time{}
 		s.free -= n
 		s.reserved += n
 		if s.roomLocked() > 0 {
@@ -338,6 +372,31 @@ func (s *subscription) receiveLoop(perCall int) {
 			}
 		}
 	}
+}
+
+// maxFillWait bounds how long the receive loop waits for a fuller window
+// (SettleLinger when shorter): long enough for a fast handler's acks, short
+// against a handler that holds its messages, such as one that collects a
+// batch before it acks. A variable for tests only.
+var maxFillWait = time.Millisecond
+
+// shortLocked reports whether a Receive for n messages (of at most
+// perCall a call, when positive) should wait a little for more room: n is
+// below a settlement batch while settlements still outstanding will free
+// more slots. Asking at once would split the window into a small batch
+// and a large one whose settlements are flushed apart, and that split
+// persists from window to window when a batch takes longer than
+// SettleLinger to handle: twice the broker calls for drivers whose calls
+// cost per batch (PostgreSQL claimed 1 row, then 255, window after window,
+// after the first Receive probed the message size). The wait is bounded by
+// maxFillWait, so a handler that holds what it has costs no more than
+// that. Called with s.mu held.
+func (s *subscription) shortLocked(n, perCall int) bool {
+	want := s.flushAt
+	if perCall > 0 {
+		want = min(want, perCall)
+	}
+	return n < want && s.unsettled.len()+s.held+s.reserved > 0
 }
 
 // Settle implements Settler. It runs on the goroutine that calls

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -92,5 +93,41 @@ func TestSettleBatchWholeWindow(t *testing.T) {
 	}
 	if r.maxAsked != window {
 		t.Fatalf("Receive asked for at most %d, want %d", r.maxAsked, window)
+	}
+}
+
+// TestReceiveKeepsWholeWindows: with the whole window settled at once and
+// a Receive that takes longer than SettleLinger (a PostgreSQL claim), the
+// message that the first call probes the size with must not split every
+// later window in two: after it, each Receive asks for the whole window.
+// Before the receive loop waited for a fuller window, the calls asked for
+// 1, 7, 1, 7, ... (twice the broker calls).
+func TestReceiveKeepsWholeWindows(t *testing.T) {
+	const window, windows = 8, 6
+	r := newFakeRecv(1 + window*windows)
+	r.cost = 100 * time.Millisecond
+	// A wait for a whole window long enough for the acks to beat it under
+	// -race on a busy machine, and a linger shorter than a Receive.
+	defer func(d time.Duration) { maxFillWait = d }(maxFillWait)
+	maxFillWait = 50 * time.Millisecond
+	s := NewSubscriber(&fakeSub{r: r}, Options{InFlight: window, SettleBatch: window, SettleLinger: 50 * time.Millisecond})
+	ch, err := s.Subscribe(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1 + window*windows {
+		if err := (<-ch).Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	want := []int{1} // the probe of the message size
+	for range windows {
+		want = append(want, window)
+	}
+	if !slices.Equal(r.asked, want) {
+		t.Fatalf("Receive asked for %v, want %v", r.asked, want)
 	}
 }
