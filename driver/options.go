@@ -36,11 +36,7 @@ type Options struct {
 	// refilled. A driver whose receive calls cost more than its settle
 	// calls may set the whole window, so that a fast handler's acks free
 	// the window in one step and Receive asks for all of it. At most
-	// InFlight. While settlements are outstanding, Receive is not asked
-	// for fewer than SettleBatch messages until up to a millisecond
-	// (SettleLinger when shorter) has passed without more room, so that
-	// windows stay whole instead of splitting into a small call and a
-	// large one.
+	// InFlight.
 	SettleBatch int
 	// InFlightBytes bounds the bytes (payload, ID, Key and metadata) of
 	// the unsettled messages a subscription holds, beside InFlight, so
@@ -50,8 +46,12 @@ type Options struct {
 	// not at all while the bound is reached; a single message larger
 	// than the bound is still delivered (the window never drops below one
 	// message), and a batch of messages larger than the ones before it can
-	// overshoot the bound by that batch. Default DefaultInFlightBytes;
-	// negative: no byte bound.
+	// overshoot the bound by that batch. Until the first message's size
+	// is known, Receive is asked for that one message, and the next call
+	// waits up to a millisecond (SettleLinger when shorter) for it to be
+	// settled, so that a fast handler's windows start whole instead of
+	// one message apart. Default DefaultInFlightBytes; negative: no byte
+	// bound.
 	InFlightBytes int64
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger

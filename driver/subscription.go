@@ -221,15 +221,18 @@ func (s *subscription) receiveLoop(perCall int) {
 		held   []Settle   // with hold: the nacks of those that are not
 	)
 	done := s.ctx.Done()
-	// A call for a sliver of the window waits up to fillWait for the
-	// outstanding settlements to free more (see shortLocked); until is
-	// when that wait ends, zero while not waiting.
-	fillWait := min(s.parent.opts.SettleLinger, maxFillWait)
-	var until time.Time
-	var fill *time.Timer
+	// After the call that probed the message size (see roomLocked), the
+	// next one waits up to probeWait for the probed message to be settled
+	// (see maxProbeWait); until is when that wait ends.
+	probeWait := min(s.parent.opts.SettleLinger, maxProbeWait)
+	var (
+		probed bool
+		until  time.Time
+		wait   *time.Timer
+	)
 	defer func() {
-		if fill != nil {
-			fill.Stop()
+		if wait != nil {
+			wait.Stop()
 		}
 	}()
 	for {
@@ -247,29 +250,29 @@ func (s *subscription) receiveLoop(perCall int) {
 				continue
 			}
 		}
-		if s.shortLocked(n, perCall) {
+		if probed && s.unsettled.len()+s.held > 0 {
 			now := time.Now()
 			if until.IsZero() {
-				until = now.Add(fillWait)
+				until = now.Add(probeWait)
 			}
 			if now.Before(until) {
 				s.mu.Unlock()
-				if fill == nil {
-					fill = time.NewTimer(until.Sub(now))
+				if wait == nil {
+					wait = time.NewTimer(until.Sub(now))
 				} else {
-					fill.Reset(until.Sub(now))
+					wait.Reset(until.Sub(now))
 				}
 				select {
 				case <-s.ctx.Done():
 					return
 				case <-s.slotFreed:
-				case <-fill.C:
+				case <-wait.C:
 				}
-				fill.Stop()
+				wait.Stop()
 				continue
 			}
 		}
-		until = time.Time{}
+		probed = s.maxBytes > 0 && s.sizeGuess <= 0 // this call is the probe
 		s.free -= n
 		s.reserved += n
 		if s.roomLocked() > 0 {
@@ -374,30 +377,17 @@ func (s *subscription) receiveLoop(perCall int) {
 	}
 }
 
-// maxFillWait bounds how long the receive loop waits for a fuller window
-// (SettleLinger when shorter): long enough for a fast handler's acks, short
-// against a handler that holds its messages, such as one that collects a
-// batch before it acks. A variable for tests only.
-var maxFillWait = time.Millisecond
-
-// shortLocked reports whether a Receive for n messages (of at most
-// perCall a call, when positive) should wait a little for more room: n is
-// below a settlement batch while settlements still outstanding will free
-// more slots. Asking at once would split the window into a small batch
-// and a large one whose settlements are flushed apart, and that split
-// persists from window to window when a batch takes longer than
-// SettleLinger to handle: twice the broker calls for drivers whose calls
-// cost per batch (PostgreSQL claimed 1 row, then 255, window after window,
-// after the first Receive probed the message size). The wait is bounded by
-// maxFillWait, so a handler that holds what it has costs no more than
-// that. Called with s.mu held.
-func (s *subscription) shortLocked(n, perCall int) bool {
-	want := s.flushAt
-	if perCall > 0 {
-		want = min(want, perCall)
-	}
-	return n < want && s.unsettled.len()+s.held+s.reserved > 0
-}
+// maxProbeWait bounds how long the receive loop waits, after the call
+// that probed the message size, for the probed message to be settled
+// before it asks for the rest of the window (SettleLinger when shorter).
+// Asking at once splits the window into the probed message and the rest,
+// whose settlements are flushed apart when a Receive takes longer than
+// SettleLinger; with the whole window settled at once, that split
+// persisted window after window: PostgreSQL claimed 1 row, then 255, twice
+// the transactions. The wait is short against a handler that holds its
+// message, such as one that collects a batch before it acks. A variable
+// for tests only.
+var maxProbeWait = time.Millisecond
 
 // Settle implements Settler. It runs on the goroutine that calls
 // Ack/Nack and never blocks on the broker.

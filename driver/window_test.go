@@ -100,16 +100,16 @@ func TestSettleBatchWholeWindow(t *testing.T) {
 // a Receive that takes longer than SettleLinger (a PostgreSQL claim), the
 // message that the first call probes the size with must not split every
 // later window in two: after it, each Receive asks for the whole window.
-// Before the receive loop waited for a fuller window, the calls asked for
-// 1, 7, 1, 7, ... (twice the broker calls).
+// Before the receive loop waited for the probed message's settlement, the
+// calls asked for 1, 7, 1, 7, ... (twice the broker calls).
 func TestReceiveKeepsWholeWindows(t *testing.T) {
 	const window, windows = 8, 6
 	r := newFakeRecv(1 + window*windows)
 	r.cost = 100 * time.Millisecond
 	// A wait for a whole window long enough for the acks to beat it under
 	// -race on a busy machine, and a linger shorter than a Receive.
-	defer func(d time.Duration) { maxFillWait = d }(maxFillWait)
-	maxFillWait = 50 * time.Millisecond
+	defer func(d time.Duration) { maxProbeWait = d }(maxProbeWait)
+	maxProbeWait = 50 * time.Millisecond
 	s := NewSubscriber(&fakeSub{r: r}, Options{InFlight: window, SettleBatch: window, SettleLinger: 50 * time.Millisecond})
 	ch, err := s.Subscribe(context.Background(), "t")
 	if err != nil {
