@@ -1,0 +1,171 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-relay/relay"
+)
+
+// The settlement side of a subscription: Settle records an application's
+// Ack or Nack, the flush loop sends them to the broker in batches and
+// frees their window slots, and the extend loop keeps the leases of held
+// messages alive.
+
+// Settle implements Settler. It runs on the goroutine that calls
+// Ack/Nack and never blocks on the broker.
+func (s *subscription) Settle(id uint64, st Settlement) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return relay.ErrSubscriptionEnded
+	}
+	h, size, ok := s.unsettled.take(id)
+	if !ok {
+		return relay.ErrSubscriptionEnded
+	}
+	if s.bytes -= size; s.maxBytes > 0 && s.bytes < s.maxBytes && s.bytes+size >= s.maxBytes {
+		signal(s.slotFreed) // the byte bound no longer holds Receive back
+	}
+
+	delay := st.Delay
+	if !st.Ack && delay > 0 && (!s.native || (s.maxDelay > 0 && delay > s.maxDelay)) {
+		// Emulate the delay: keep the message leased, nack it later. A
+		// parked message does not count against the window.
+		s.free++
+		signal(s.slotFreed)
+		dn := &delayedNack{handle: h}
+		s.delayed[id] = dn
+		dn.timer = time.AfterFunc(delay, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.ended || s.delayed[id] != dn {
+				return
+			}
+			delete(s.delayed, id)
+			s.pending = append(s.pending, Settle{Handle: dn.handle})
+			signal(s.flushReq)
+		})
+		return nil
+	}
+	if st.Ack {
+		delay = 0
+	}
+	s.pending = append(s.pending, Settle{Handle: h, Ack: st.Ack, Delay: delay})
+	s.held++
+	// Wake the flusher for the first settlement of a batch (it then
+	// lingers), and again when the batch should go without waiting.
+	if len(s.pending) == 1 || s.urgentLocked() {
+		signal(s.flushReq)
+	}
+	return nil
+}
+
+// urgentLocked reports whether pending settlements should be sent without
+// lingering: the batch is big enough, or nothing else is held, so no more
+// settlements are coming soon.
+func (s *subscription) urgentLocked() bool {
+	return len(s.pending) >= s.flushAt || s.unsettled.len() == 0
+}
+
+// flushLoop sends settlements to the broker in batches: it lingers up to
+// SettleLinger for a batch to fill unless it is urgent, and settlements
+// made while a Settle call is in progress join the next batch. Window slots
+// are freed after the broker call, so the window bounds what the broker
+// sees as unacknowledged.
+func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	linger := time.NewTimer(s.parent.opts.SettleLinger)
+	linger.Stop()
+	for {
+		final := false
+		select {
+		case <-s.flushReq:
+		case <-finish:
+			final = true
+		}
+		if !final {
+			s.mu.Lock()
+			urgent := s.urgentLocked()
+			s.mu.Unlock()
+			if !urgent {
+				linger.Reset(s.parent.opts.SettleLinger)
+				select {
+				case <-linger.C:
+				case <-s.flushReq:
+				case <-finish:
+					final = true
+				}
+				linger.Stop()
+			}
+		}
+		for {
+			s.mu.Lock()
+			batch, held := s.pending, s.held
+			if len(batch) == 0 {
+				s.mu.Unlock()
+				break
+			}
+			s.pending, s.spare, s.held = s.spare[:0], nil, 0
+			s.mu.Unlock()
+			s.sendSettlements(batch)
+			clear(batch) // drop the handles
+			s.mu.Lock()
+			s.free += held
+			if s.spare == nil && cap(batch) <= 2*s.parent.opts.InFlight {
+				s.spare = batch[:0]
+			}
+			s.mu.Unlock()
+			signal(s.slotFreed)
+		}
+		if final {
+			return
+		}
+	}
+}
+
+func (s *subscription) sendSettlements(batch []Settle) {
+	var bo backoffState
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
+		err := s.r.Settle(ctx, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		if try == 3 || errors.Is(err, relay.ErrClosed) || s.broker.Err() != nil {
+			s.log.Warn("relay: settling messages failed; the broker will redeliver them", "count", len(batch), "err", err)
+			return
+		}
+		s.log.Debug("relay: settle failed; retrying", "err", err)
+		bo.sleep(s.broker)
+	}
+}
+
+func (s *subscription) extendLoop(ext Extender, finish <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.parent.opts.ExtendEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-finish:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		handles := s.unsettled.appendHandles(make([]any, 0, s.unsettled.len()+len(s.delayed)))
+		for _, d := range s.delayed {
+			handles = append(handles, d.handle)
+		}
+		s.mu.Unlock()
+		if len(handles) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
+		if err := ext.Extend(ctx, handles); err != nil {
+			s.log.Warn("relay: extending message leases failed", "count", len(handles), "err", err)
+		}
+		cancel()
+	}
+}
