@@ -250,7 +250,9 @@ func (s *subscription) receiveLoop(perCall int) {
 				continue
 			}
 		}
-		if probed && s.unsettled.len()+s.held > 0 {
+		// Slots neither free nor reserved are held by delivered messages,
+		// pending settlements or a flush in progress.
+		if probed && s.free+s.reserved < s.parent.opts.InFlight {
 			now := time.Now()
 			if until.IsZero() {
 				until = now.Add(probeWait)
