@@ -221,21 +221,18 @@ func (s *subscription) receiveLoop(perCall int) {
 		held   []Settle   // with hold: the nacks of those that are not
 	)
 	done := s.ctx.Done()
-	// After the call that probed the message size (see roomLocked), the
-	// next one waits up to probeWait for the probed message to be settled
-	// (see maxProbeWait); until is when that wait ends.
+	// After a call that probed the message size (see roomLocked) brought
+	// a message, the next one first waits for it to be settled (see
+	// maxProbeWait).
 	probeWait := min(s.parent.opts.SettleLinger, maxProbeWait)
-	var (
-		probed bool
-		until  time.Time
-		wait   *time.Timer
-	)
-	defer func() {
-		if wait != nil {
-			wait.Stop()
-		}
-	}()
+	probed := false
 	for {
+		if probed {
+			probed = false
+			if !s.awaitOutstanding(probeWait) {
+				return
+			}
+		}
 		s.mu.Lock()
 		n := s.roomLocked()
 		if perCall > 0 {
@@ -250,31 +247,7 @@ func (s *subscription) receiveLoop(perCall int) {
 				continue
 			}
 		}
-		// Slots neither free nor reserved are held by delivered messages,
-		// pending settlements or a flush in progress.
-		if probed && s.free+s.reserved < s.parent.opts.InFlight {
-			now := time.Now()
-			if until.IsZero() {
-				until = now.Add(probeWait)
-			}
-			if now.Before(until) {
-				s.mu.Unlock()
-				if wait == nil {
-					wait = time.NewTimer(until.Sub(now))
-				} else {
-					wait.Reset(until.Sub(now))
-				}
-				select {
-				case <-s.ctx.Done():
-					return
-				case <-s.slotFreed:
-				case <-wait.C:
-				}
-				wait.Stop()
-				continue
-			}
-		}
-		probed = s.maxBytes > 0 && s.sizeGuess <= 0 // this call is the probe
+		probe := s.maxBytes > 0 && s.sizeGuess <= 0
 		s.free -= n
 		s.reserved += n
 		if s.roomLocked() > 0 {
@@ -282,6 +255,7 @@ func (s *subscription) receiveLoop(perCall int) {
 		}
 		s.mu.Unlock()
 		batch, err := s.r.Receive(s.ctx, n)
+		probed = probe && len(batch) > 0
 		s.mu.Lock()
 		s.reserved -= n
 		s.free += n - len(batch)
@@ -390,3 +364,27 @@ func (s *subscription) receiveLoop(perCall int) {
 // message, such as one that collects a batch before it acks. A variable
 // for tests only.
 var maxProbeWait = time.Millisecond
+
+// awaitOutstanding waits up to d until no window slot is held by a
+// delivered message, a pending settlement or a flush in progress (every
+// slot is free or reserved by a Receive call). It returns false when the
+// subscription ends first.
+func (s *subscription) awaitOutstanding(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		idle := s.free+s.reserved >= s.parent.opts.InFlight
+		s.mu.Unlock()
+		if idle {
+			return true
+		}
+		select {
+		case <-s.ctx.Done():
+			return false
+		case <-s.slotFreed:
+		case <-t.C:
+			return true
+		}
+	}
+}

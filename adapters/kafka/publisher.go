@@ -121,9 +121,6 @@ type outcome struct {
 func newBatchWait(ctx context.Context, msgs []*relay.Message, onDone func(error)) *batchWait {
 	b := &batchWait{ctx: ctx, msgs: msgs, recs: make([]kgo.Record, len(msgs)), outcomes: make([]outcome, len(msgs)), onDone: onDone}
 	b.pending.Store(int64(len(msgs)))
-	if ctx.Done() == nil {
-		return b // a ctx that never ends needs no watch
-	}
 	// The watch can fire (ctx already ended) before AfterFunc returns, so
 	// end may miss the stop function: then it is called here.
 	stop := context.AfterFunc(ctx, b.end)
