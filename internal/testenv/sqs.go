@@ -83,6 +83,7 @@ func (s *SQSService) Need(t testing.TB) {
 	t.Helper()
 	if s == nil {
 		t.Fatal("testenv: StartSQS was not called from TestMain")
+		return
 	}
 	if s.Err == nil {
 		return
