@@ -51,7 +51,8 @@
 // A whole-call error marked Retryable means that none of the batch was
 // accepted for sure and that all of it may be sent again; a
 // *relay.PublishError whose entries' Err are marked Retryable means that
-// those messages may be sent again. The Publisher sends exactly those
+// those messages may be sent again. SendError builds either shape from a
+// send's failures by one rule. The Publisher sends exactly those
 // messages again (only them, in their order), with the backoff the
 // receive side uses (from 100ms doubling to 5s, jittered), until they are
 // accepted or the Publish ctx ends; a batch is settled that way before

@@ -45,6 +45,37 @@ type PublishDriver interface {
 	Close() error
 }
 
+// SendError is what a SendBatch, SendAll or SendBatchAsync outcome
+// reports for one send of n messages, of which failed did not make it
+// (in the batch's order): nil when none failed; the plain error when all
+// n failed with errors of one text that perMessage does not claim (the
+// connection down, the broker refusing the call: nothing about any one
+// message, so the caller gets the cause itself); otherwise a
+// *relay.PublishError naming each failed message. perMessage reports the
+// errors that belong to their message even when every message has one
+// (unroutable, rejected, too large); nil means none does. Every adapter
+// reports through it, so that one rule decides between the two shapes.
+func SendError(n int, failed []relay.MessageFailure, perMessage func(error) bool) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	first := failed[0].Err
+	if len(failed) == n && first != nil && (perMessage == nil || !perMessage(first)) {
+		text := first.Error()
+		same := true
+		for _, f := range failed[1:] {
+			if f.Err == nil || (f.Err != first && f.Err.Error() != text) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return first
+		}
+	}
+	return &relay.PublishError{Failed: failed}
+}
+
 // MessageValidator is optionally implemented by a PublishDriver that has
 // limits beyond the generic size check (name charset, encoded size, ...).
 // It is called for every message before anything of a Publish call is

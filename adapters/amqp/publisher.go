@@ -443,27 +443,15 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 	return fail(lost, driver.Retryable(why))
 }
 
-// result turns failures into Publish's error: nil, a plain error when every
-// message failed for one reason that is not about the messages, or a
-// *relay.PublishError.
+// result turns failures into Publish's error (driver.SendError):
+// unroutable and nacked messages are named one by one even when all of
+// them failed so.
 func (d *pubDriver) result(msgs []*relay.Message, failed []relay.MessageFailure) error {
-	if len(failed) == 0 {
-		return nil
-	}
-	if len(failed) == len(msgs) {
-		first := failed[0].Err
-		same := true
-		for _, f := range failed[1:] {
-			if f.Err != first {
-				same = false
-				break
-			}
-		}
-		if same && first != nil && !errors.Is(first, ErrUnroutable) && !errors.Is(first, ErrNacked) {
-			return first
-		}
-	}
-	return &relay.PublishError{Failed: failed}
+	return driver.SendError(len(msgs), failed, aboutTheMessage)
+}
+
+func aboutTheMessage(err error) bool {
+	return errors.Is(err, ErrUnroutable) || errors.Is(err, ErrNacked)
 }
 
 // ctxErr is ctx's error, or DeadlineExceeded for a ctx not yet marked done.

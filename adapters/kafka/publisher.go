@@ -167,8 +167,6 @@ func (b *batchWait) end() {
 // naming the failed ones. Called once, by end.
 func (b *batchWait) result() error {
 	var failed []relay.MessageFailure
-	var first error
-	same := true
 	for i, m := range b.msgs {
 		var err error
 		if o := &b.outcomes[i]; o.done.Load() {
@@ -179,21 +177,9 @@ func (b *batchWait) result() error {
 		if err == nil {
 			continue
 		}
-		err = mapProduceError(m, err)
-		if first == nil {
-			first = err
-		} else if err.Error() != first.Error() {
-			same = false
-		}
-		failed = append(failed, relay.MessageFailure{ID: m.ID, Err: err})
+		failed = append(failed, relay.MessageFailure{ID: m.ID, Err: mapProduceError(m, err)})
 	}
-	switch {
-	case len(failed) == 0:
-		return nil
-	case len(failed) == len(b.msgs) && same:
-		return first
-	}
-	return &relay.PublishError{Failed: failed}
+	return driver.SendError(len(b.msgs), failed, nil)
 }
 
 // SendBatch produces every message asynchronously and waits until each is

@@ -185,13 +185,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 			failed = append(failed, relay.MessageFailure{ID: msgs[i].ID, Err: publishErr(ctx, err)})
 		}
 	}
-	if len(failed) == 0 {
-		return nil
-	}
-	if len(failed) == len(msgs) && allSame(failed) {
-		return failed[0].Err
-	}
-	return &relay.PublishError{Failed: failed}
+	return driver.SendError(len(msgs), failed, nil)
 }
 
 // publishAll sends every message and waits for its ack, or for ctx; the
@@ -248,15 +242,6 @@ func publishErr(ctx context.Context, err error) error {
 		return fmt.Errorf("relay/nats: %w: %v", cerr, err)
 	}
 	return fmt.Errorf("relay/nats: publish: %w", err)
-}
-
-func allSame(f []relay.MessageFailure) bool {
-	for _, x := range f[1:] {
-		if x.Err.Error() != f[0].Err.Error() {
-			return false
-		}
-	}
-	return true
 }
 
 // Close closes the connection, when the publisher opened it from a URL,

@@ -158,13 +158,7 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	} else if len(failed) < len(msgs) {
 		d.unhealthy.Store(nil)
 	}
-	if len(failed) == 0 {
-		return nil
-	}
-	if len(failed) == len(msgs) && allSame(failed) {
-		return failed[0].Err
-	}
-	return &relay.PublishError{Failed: failed}
+	return driver.SendError(len(msgs), failed, nil)
 }
 
 func publishErr(ctx context.Context, err error) error {
@@ -172,15 +166,6 @@ func publishErr(ctx context.Context, err error) error {
 		return fmt.Errorf("relay/redis: %w: %v", cerr, err)
 	}
 	return fmt.Errorf("relay/redis: XADD: %w", err)
-}
-
-func allSame(f []relay.MessageFailure) bool {
-	for _, x := range f[1:] {
-		if x.Err.Error() != f[0].Err.Error() {
-			return false
-		}
-	}
-	return true
 }
 
 // Close closes the client when the publisher opened it from a URL.

@@ -196,13 +196,7 @@ func (d *pubDriver) SendAll(ctx context.Context, topic string, msgs []*relay.Mes
 			failed = append(failed, relay.MessageFailure{ID: it.m.ID, Err: it.err})
 		}
 	}
-	switch {
-	case len(failed) == 0:
-		return nil
-	case len(failed) == len(items) && len(chunks) == 1 && !isEntryError(failed[0].Err):
-		return failed[0].Err // one call, failed as a whole: the plain error
-	}
-	return &relay.PublishError{Failed: failed}
+	return driver.SendError(len(items), failed, isEntryError)
 }
 
 func isEntryError(err error) bool {
