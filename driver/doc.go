@@ -60,8 +60,9 @@
 // when ctx ends fails with "relay/<Backend>: <ctx error> (last error:
 // <the last marked error>)", wrapping both; unmarked failures are
 // reported at once. Publish's error keeps its shape: the plain error when
-// its only batch failed as a whole with one error, otherwise a
-// *relay.PublishError naming exactly the messages that failed. The
+// its only batch, or its first, failed as a whole (nothing was accepted,
+// the rest is not sent), otherwise a *relay.PublishError naming exactly
+// the messages that failed. The
 // PublishAsync calls that run on the Publisher's goroutine retry the same
 // way; those handed to an AsyncSender are not sent again by the
 // Publisher (a pipelining client such as franz-go retries on its own).

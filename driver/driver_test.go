@@ -84,6 +84,22 @@ func TestPublisherSingleBatchKeepsPlainError(t *testing.T) {
 	}
 }
 
+// When the first of several batches fails as a whole, nothing of the call
+// was accepted and the rest is not sent: Publish returns the plain error,
+// as it does for one batch (driver.SendError's rule).
+func TestPublisherFirstBatchFailedKeepsPlainError(t *testing.T) {
+	boom := errors.New("boom")
+	f := &fakePub{maxB: 3, failAt: 1, failErr: boom}
+	p := NewPublisher(f, 0)
+	defer p.Close()
+	if err := p.Publish(context.Background(), "t", msgs(8)...); err != boom {
+		t.Fatalf("err = %v, want the plain %v", err, boom)
+	}
+	if len(f.batches) != 1 {
+		t.Fatalf("%d batches sent, want 1 (the rest not sent after the first failed)", len(f.batches))
+	}
+}
+
 func TestPublisherValidatesBeforeSending(t *testing.T) {
 	f := &fakePub{}
 	p := NewPublisher(f, 0)

@@ -200,8 +200,10 @@ func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Messag
 			failed = append(failed, f...)
 			continue
 		}
-		if len(failed) == 0 && start == 0 && end == len(msgs) {
-			return whole // one batch, failed as a whole: keep the plain error
+		if start == 0 {
+			// The first batch failed as a whole and the rest is not sent:
+			// nothing was accepted, all for one reason, the plain error.
+			return whole
 		}
 		failed = appendFailed(failed, msgs[start:], whole)
 		break
