@@ -35,6 +35,8 @@ func TestSendError(t *testing.T) {
 		{name: "all with one error", n: 3, failed: fails(down, down, down), plain: down},
 		{name: "all with one text, wrapped apart", n: 2,
 			failed: fails(fmt.Errorf("relay/x: %w", down), fmt.Errorf("relay/x: %w", down))},
+		{name: "all with one text, one marked Retryable", n: 2, failed: fails(Retryable(down), down),
+			named: []string{"m0", "m1"}},
 		{name: "all, two causes", n: 2, failed: fails(down, errors.New("timeout")), named: []string{"m0", "m1"}},
 		{name: "some", n: 3, failed: fails(down, down), named: []string{"m0", "m1"}},
 		{name: "all about the message", n: 2, failed: fails(unroutable, unroutable), perMessage: perMessage,
