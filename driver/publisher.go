@@ -65,7 +65,9 @@ func SendError(n int, failed []relay.MessageFailure, perMessage func(error) bool
 		text, retry := first.Error(), IsRetryable(first)
 		same := true
 		for _, f := range failed[1:] {
-			if f.Err == nil || (f.Err != first && (f.Err.Error() != text || IsRetryable(f.Err) != retry)) {
+			// By text, not ==: comparing errors of a non-comparable
+			// dynamic type (a struct holding a slice) would panic.
+			if f.Err == nil || f.Err.Error() != text || IsRetryable(f.Err) != retry {
 				same = false
 				break
 			}
