@@ -182,19 +182,27 @@ func (m *member) pollLoop(ctx context.Context) {
 	}
 }
 
-// pollSize is how many records the next poll takes: what every fetched
-// topic's queue has room for (receiver.pollRoom), at most max(64,
-// inflight). Records beyond it stay in the client's buffer.
+// pollSize is how many records the next poll takes: all the client has
+// buffered (0) when every fetched topic's queue can take it whole
+// (receiver.takesWhole), otherwise what every such queue has room for
+// (receiver.pollRoom), at most max(64, inflight). Records beyond it stay
+// in the client's buffer.
 func (m *member) pollSize() int {
 	n := max(64, m.d.cfg.InFlight)
+	buffered := int(m.cl.BufferedFetchBytes())
+	whole := buffered > 0
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range m.recvs {
 		r.mu.Lock()
 		if !r.topicPaused {
 			n = r.pollRoom(n)
+			whole = whole && r.takesWhole(buffered)
 		}
 		r.mu.Unlock()
+	}
+	if whole {
+		return 0
 	}
 	return n
 }

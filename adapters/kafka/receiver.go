@@ -475,6 +475,17 @@ func (r *receiver) pollRoom(limit int) int {
 	return max(1, min(limit, (r.aheadBytes-r.queuedBytes)/max(1, r.sizeGuess)))
 }
 
+// takesWhole reports whether the queue may take the client's buffered
+// fetch (buffered record bytes) whole: if it then holds at most four times
+// aheadBytes. The client fetches again only once its fetch was taken
+// whole, and compressed records decode to several times fetch_max_bytes,
+// so taking only what fits in aheadBytes left a fetch in the buffer until
+// the queue had nearly run dry. A larger fetch is taken as it fits, so
+// memory stays bounded however well records compress. Call with r.mu held.
+func (r *receiver) takesWhole(buffered int) bool {
+	return r.queuedBytes+buffered <= 4*r.aheadBytes
+}
+
 // queueHalfEmpty reports whether a paused topic's queue has been taken
 // down enough to fetch again. Call with r.mu held.
 func (r *receiver) queueHalfEmpty() bool {
