@@ -187,11 +187,10 @@ type SubscriberConfig struct {
 	FetchMaxWait time.Duration
 	// FetchMaxBytes bounds one fetch response, and so the records the
 	// client buffers beyond the in-flight window (fetch_max_bytes=), and
-	// the record bytes queued ahead of each subscription, beyond which the
-	// member stops polling (a poll below it takes the client's buffered
-	// fetch whole when the queue then holds at most four times as much).
-	// A partition's first record is returned even when it is larger.
-	// Default 1 MiB (a quarter of it per partition).
+	// the record bytes queued ahead of each subscription (a poll takes a
+	// fetch whole if the queue then holds at most four times as much). A
+	// partition's first record comes even when larger. Default 1 MiB (a
+	// quarter of it per partition).
 	FetchMaxBytes int
 	// Balancer is the partition assignor: cooperative-sticky, sticky,
 	// range or roundrobin (balancer=). Default cooperative-sticky.
