@@ -182,27 +182,33 @@ func (m *member) pollLoop(ctx context.Context) {
 	}
 }
 
-// pollSize is how many records the next poll takes: all the client has
-// buffered (0) when every fetched topic's queue can take it whole
-// (receiver.takesWhole), otherwise what every such queue has room for
-// (receiver.pollRoom), at most max(64, inflight). Records beyond it stay
-// in the client's buffer.
+// pollSize is how many records the next poll takes (see pollSizeFor).
 func (m *member) pollSize() int {
+	return m.pollSizeFor(int(m.cl.BufferedFetchRecords()), int(m.cl.BufferedFetchBytes()))
+}
+
+// pollSizeFor is how many records the next poll takes, given what the
+// client has buffered: all of it when every fetched topic's queue can take
+// it whole (receiver.takesWhole), otherwise what every such queue has room
+// for (receiver.pollRoom), at most max(64, inflight). Records beyond it
+// stay in the client's buffer. The count, not "all", bounds the poll, so
+// that a fetch that replaced the buffered one meanwhile (a rebalance
+// drops a buffered fetch) is not taken whole unchecked.
+func (m *member) pollSizeFor(records, bytes int) int {
 	n := max(64, m.d.cfg.InFlight)
-	buffered := int(m.cl.BufferedFetchBytes())
-	whole := buffered > 0
+	whole := records > 0
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range m.recvs {
 		r.mu.Lock()
 		if !r.topicPaused {
 			n = r.pollRoom(n)
-			whole = whole && r.takesWhole(buffered)
+			whole = whole && r.takesWhole(records, bytes)
 		}
 		r.mu.Unlock()
 	}
 	if whole {
-		return 0
+		return max(n, records)
 	}
 	return n
 }

@@ -455,7 +455,8 @@ const maxAheadRecords = 8192
 
 // queueFull reports whether the member should stop polling for this
 // subscription: its queue holds a fetch's worth of bytes (fetch_max_bytes)
-// or maxAheadRecords (at least two windows) records. Draining the client's
+// or maxAheadRecords (at least two windows) records (a poll below that may
+// bring up to four times as much: see takesWhole). Draining the client's
 // buffered fetch into the queue as soon as it arrives lets the client send
 // the next fetch (it sends one only when the last one was polled), so that
 // fetching overlaps delivery; what is read ahead stays bounded by bytes, so
@@ -476,14 +477,16 @@ func (r *receiver) pollRoom(limit int) int {
 }
 
 // takesWhole reports whether the queue may take the client's buffered
-// fetch (buffered record bytes) whole: if it then holds at most four times
-// aheadBytes. The client fetches again only once its fetch was taken
-// whole, and compressed records decode to several times fetch_max_bytes,
-// so taking only what fits in aheadBytes left a fetch in the buffer until
-// the queue had nearly run dry. A larger fetch is taken as it fits, so
-// memory stays bounded however well records compress. Call with r.mu held.
-func (r *receiver) takesWhole(buffered int) bool {
-	return r.queuedBytes+buffered <= 4*r.aheadBytes
+// records (and their bytes) whole: if it then holds at most four times its
+// bounds. The client fetches again only once its buffered fetch is
+// drained, and compressed records decode to several times
+// fetch_max_bytes, so taking only what fits in aheadBytes left a fetch in
+// the buffer until the queue had nearly run dry. A larger fetch is taken
+// as it fits, so the queue stays bounded however well records compress.
+// Call with r.mu held.
+func (r *receiver) takesWhole(records, bytes int) bool {
+	return int64(r.queuedBytes)+int64(bytes) <= 4*int64(r.aheadBytes) &&
+		len(r.queue)+records <= 4*max(2*r.window, maxAheadRecords)
 }
 
 // queueHalfEmpty reports whether a paused topic's queue has been taken
