@@ -18,5 +18,5 @@
 //
 // The root package imports no broker client and holds only what
 // applications use. Adapter authors build on package driver and the
-// conformance suite in adapters/adaptertest.
+// conformance suite in driver/drivertest.
 package relay

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/driver/backoff"
 	"github.com/go-relay/relay/middleware"
 	"github.com/go-relay/relay/router"
 )

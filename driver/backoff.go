@@ -3,7 +3,7 @@ package driver
 import (
 	"context"
 
-	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/driver/backoff"
 )
 
 type backoffState struct {

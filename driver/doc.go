@@ -79,7 +79,7 @@
 // calls, Health, ctx and
 // Close semantics with one teardown deadline (Options.CloseTimeout), and
 // the release of unsettled messages when a subscription ends. The
-// conformance suite adapters/adaptertest checks the result against the
+// conformance suite driver/drivertest checks the result against the
 // contract of package relay; every adapter should run it.
 //
 // # Calling conventions
@@ -94,7 +94,7 @@
 //     only, by SendBatch, SendBatchAsync, ValidateMessage and the
 //     encoders, also after they return: callers share Metadata maps and
 //     payloads between messages and concurrent calls (the bridge's copies
-//     do), so a driver never writes them; adaptertest's ConcurrentPublish
+//     do), so a driver never writes them; drivertest's ConcurrentPublish
 //     publishes messages that share one map.
 //   - Receive's errors other than ctx's are retried with backoff (the
 //     receiver reconnects as needed); an error wrapping relay.ErrClosed ends

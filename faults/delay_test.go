@@ -36,7 +36,7 @@ const (
 	delayedTotal = 300
 	delayedSoon  = 100
 	// delayEarlyTolerance: clock reads on one machine rounding to the
-	// millisecond (as adaptertest allows).
+	// millisecond (as drivertest allows).
 	delayEarlyTolerance = 2 * time.Millisecond
 	dueKey              = "faults-due"
 )

@@ -9,8 +9,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 	"github.com/go-relay/relay/internal/testenv"
 )
@@ -400,7 +400,7 @@ func runConcurrent(b *testing.B, n, g int, publish func() error) {
 func BenchmarkDelayLateness(b *testing.B) {
 	c := newCleaner(b)
 	base := brokerURL(b)
-	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
 		NewTopic: func(testing.TB) string {
 			topic := unique("bench-delay")
 			c.topic(topic)
@@ -432,7 +432,7 @@ func BenchmarkDelayLateness(b *testing.B) {
 //	go test -run '^$' -bench Latency -benchtime 2000x ./adapters/amqp/
 func BenchmarkLatency(b *testing.B) {
 	c := newCleaner(b)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewTopic: func(testing.TB) string {
 			topic := unique("bench-latency")
 			c.topic(topic)
@@ -441,7 +441,7 @@ func BenchmarkLatency(b *testing.B) {
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c, group) },
 	}
-	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		group := unique("g")
 		relaytest.Provision(b, openSub(b, c, group), topic) // relay's topology: exchange topic, queue topic.group
 		pch := rawChannel(b)
@@ -486,7 +486,7 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return rt, func() {}
 	}
-	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+	drivertest.BenchmarkLatency(b, h, raw, drivertest.LatencyOptions{})
 }
 
 // benchLatencyPrefetch is the raw consumer's prefetch, relay's default

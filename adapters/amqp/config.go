@@ -12,8 +12,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/tlsconf"
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/tlsconf"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 // Exchange kinds.

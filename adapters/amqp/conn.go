@@ -13,7 +13,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/driver/backoff"
 )
 
 // State is the state of a publisher's or subscriber's broker connection.

@@ -170,7 +170,7 @@ var rabbit = testenv.LocalRabbitMQ(brokerUp)
 
 // canRestart reports why the test broker cannot be restarted from here
 // (see testenv.LocalBroker); stopBroker stops it until startBroker (or the
-// test's cleanup) starts it again; restartBroker is adaptertest's Restart
+// test's cleanup) starts it again; restartBroker is drivertest's Restart
 // hook.
 var (
 	canRestart    = rabbit.CanRestart

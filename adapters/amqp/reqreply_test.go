@@ -9,8 +9,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 	"github.com/go-relay/relay/reqreply"
 	"github.com/go-relay/relay/router"
@@ -19,7 +19,7 @@ import (
 // TestRequestReply runs the request/reply conformance checks: on amqp://
 // the requester uses direct reply-to.
 func TestRequestReply(t *testing.T) {
-	adaptertest.RunRequestReply(t, harness(t, newCleaner(t)))
+	drivertest.RunRequestReply(t, harness(t, newCleaner(t)))
 }
 
 func rrPub(t *testing.T) *amqp.Publisher {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/driver/backoff"
 )
 
 // closeWait bounds how long closing a channel may take before the

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver/urlopt/urlopttest"
 	"github.com/go-relay/relay/internal/testenv"
-	"github.com/go-relay/relay/internal/urlopt/urlopttest"
 )
 
 // One URL with both sides' parameters opens a publisher and a subscriber

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
@@ -526,7 +526,7 @@ func hashWork(p []byte) {
 //	go test -run '^$' -bench DelayLateness -benchtime 200x ./adapters/kafka/
 func BenchmarkDelayLateness(b *testing.B) {
 	c := benchCluster(b)
-	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, c.url()) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c.subURL(group)) },
 	})
@@ -543,7 +543,7 @@ func BenchmarkDelayLateness(b *testing.B) {
 //	go test -run '^$' -bench Latency -benchtime 2000x ./adapters/kafka/
 func BenchmarkLatency(b *testing.B) {
 	c := benchCluster(b)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewTopic: func(t testing.TB) string {
 			topic := unique("bench-latency")
 			c.createTopic(t, topic, 1)
@@ -552,7 +552,7 @@ func BenchmarkLatency(b *testing.B) {
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, c.url()) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c.subURL(group)) },
 	}
-	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		prod := rawProducer(b, c, 0)
 		cons, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumerGroup(unique("g")), kgo.ConsumeTopics(topic),
 			kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(),
@@ -590,5 +590,5 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return rt, func() { cons.Close(); prod.Close() }
 	}
-	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+	drivertest.BenchmarkLatency(b, h, raw, drivertest.LatencyOptions{})
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/go-relay/relay/internal/tlsconf"
+	"github.com/go-relay/relay/driver/tlsconf"
 )
 
 // Defaults of the configuration. Each is documented on its field.

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -84,7 +84,7 @@ func testConformance(t *testing.T, subParams ...string) {
 	subURL := func(group string) string {
 		return c.subURL(group, append([]string{"partitions", "2"}, subParams...)...)
 	}
-	adaptertest.Run(t, adaptertest.Harness{
+	drivertest.Run(t, drivertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

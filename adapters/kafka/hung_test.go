@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -23,9 +23,9 @@ type advertisedListener struct {
 func (l advertisedListener) Addr() net.Addr { return l.addr }
 
 // hungBroker starts a kfake cluster of its own behind a fault proxy, for
-// adaptertest's HungBrokerClose check. Against a real cluster it skips:
+// drivertest's HungBrokerClose check. Against a real cluster it skips:
 // brokers advertise their own addresses, so clients would bypass a proxy.
-func hungBroker(t testing.TB) adaptertest.HungBroker {
+func hungBroker(t testing.TB) drivertest.HungBroker {
 	if testenv.KafkaBrokers(t) != nil {
 		t.Skip("SKIP: a real Kafka cluster advertises its own broker addresses, so clients bypass a local proxy after bootstrapping")
 	}
@@ -51,7 +51,7 @@ func hungBroker(t testing.TB) adaptertest.HungBroker {
 	}
 	t.Cleanup(fake.Close)
 	c := &cluster{brokers: []string{p.Addr()}}
-	return adaptertest.HungBroker{
+	return drivertest.HungBroker{
 		PublisherURL:  c.url(),
 		SubscriberURL: func(group string) string { return c.subURL(group) },
 		Hang:          p.Hang,

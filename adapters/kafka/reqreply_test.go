@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // TestRequestReply runs the request/reply conformance checks against
@@ -29,7 +29,7 @@ func TestRequestReply(t *testing.T) {
 		}
 		return v
 	}
-	adaptertest.RunRequestReply(t, adaptertest.Harness{
+	drivertest.RunRequestReply(t, drivertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher { return open(t, c.url(), false).(relay.Publisher) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
 			return open(t, c.subURL(group), true).(relay.Subscriber)

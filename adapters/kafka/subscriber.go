@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/driver/backoff"
 )
 
 // brokerTimeout bounds the admin calls of Subscribe and every commit.

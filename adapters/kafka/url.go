@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/tlsconf"
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/tlsconf"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 // Scheme is the URL scheme of this backend.

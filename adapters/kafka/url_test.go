@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
-	"github.com/go-relay/relay/internal/urlopt/urlopttest"
+	"github.com/go-relay/relay/driver/urlopt/urlopttest"
 )
 
 // One URL with both sides' parameters opens a publisher and a subscriber

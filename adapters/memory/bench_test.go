@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/memory"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // benchBacklog bounds the messages a benchmark leaves in the broker: a
@@ -187,7 +187,7 @@ func BenchmarkConsumeAck(b *testing.B) {
 }
 
 func BenchmarkDelayLateness(b *testing.B) {
-	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
 		NewPublisher: func(testing.TB) relay.Publisher { return memory.NewPublisher("bench-delay", memory.PublisherConfig{}) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
 			s, err := memory.NewSubscriber("bench-delay", memory.SubscriberConfig{Group: group})
@@ -206,7 +206,7 @@ func BenchmarkDelayLateness(b *testing.B) {
 //
 //	go test -run '^$' -bench Latency -benchtime 20000x ./adapters/memory/
 func BenchmarkLatency(b *testing.B) {
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewPublisher: func(testing.TB) relay.Publisher {
 			return memory.NewPublisher("bench-latency", memory.PublisherConfig{})
 		},
@@ -218,7 +218,7 @@ func BenchmarkLatency(b *testing.B) {
 			return s
 		},
 	}
-	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		ch := make(chan *relay.Message, 1)
 		body := make([]byte, 100)
 		return func(ctx context.Context) error {
@@ -230,5 +230,5 @@ func BenchmarkLatency(b *testing.B) {
 			return nil
 		}, func() {}
 	}
-	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+	drivertest.BenchmarkLatency(b, h, raw, drivertest.LatencyOptions{})
 }

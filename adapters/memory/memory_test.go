@@ -10,20 +10,20 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/memory"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestConformance(t *testing.T) { adaptertest.Run(t, memHarness("conformance")) }
+func TestConformance(t *testing.T) { drivertest.Run(t, memHarness("conformance")) }
 
 // TestRequestReply runs the request/reply conformance checks on mem://.
-func TestRequestReply(t *testing.T) { adaptertest.RunRequestReply(t, memHarness("reqreply")) }
+func TestRequestReply(t *testing.T) { drivertest.RunRequestReply(t, memHarness("reqreply")) }
 
-func memHarness(broker string) adaptertest.Harness {
-	return adaptertest.Harness{
+func memHarness(broker string) drivertest.Harness {
+	return drivertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), "mem://"+broker)
 			if err != nil {

@@ -5,7 +5,7 @@ import (
 	"net/url"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 func init() { relay.Register(Scheme, opener{}) }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/urlopt/urlopttest"
+	"github.com/go-relay/relay/driver/urlopt/urlopttest"
 )
 
 // One URL serves both sides (project rule 3); an unknown parameter fails

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	relaynats "github.com/go-relay/relay/adapters/nats"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
@@ -199,7 +199,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 //	go test -run '^$' -bench Latency -benchtime 2000x ./adapters/nats/
 func BenchmarkLatency(b *testing.B) {
 	server := natsURL(b)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewTopic: func(testing.TB) string {
 			topic := newName("bench.latency.")
 			b.Cleanup(func() { deleteStreamOf(server, topic) })
@@ -208,7 +208,7 @@ func BenchmarkLatency(b *testing.B) {
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, group) },
 	}
-	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		ctx := context.Background()
 		_, js := rawJS(b)
 		drop := benchStream(b, js, topic)
@@ -249,5 +249,5 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return rt, drop
 	}
-	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+	drivertest.BenchmarkLatency(b, h, raw, drivertest.LatencyOptions{})
 }

@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/go-relay/relay/adapters/adaptertest"
 	_ "github.com/go-relay/relay/adapters/nats"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -15,12 +15,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.ProxyGoroutines()
 func TestConformance(t *testing.T) {
 	h := harnessFor(t, natsURL(t))
 	t.Log("no Restart hook: this server is shared with other tests; TestConformancePrivateServer runs the Reconnect check against a server of its own")
-	adaptertest.Run(t, h)
+	drivertest.Run(t, h)
 }
 
 // harnessFor is the suite's harness for the server at base.
-func harnessFor(t *testing.T, base string) adaptertest.Harness {
-	return adaptertest.Harness{
+func harnessFor(t *testing.T, base string) drivertest.Harness {
+	return drivertest.Harness{
 		// Fresh topics as the suite's default, whose streams are deleted
 		// when the check ends.
 		NewTopic: func(t testing.TB) string {
@@ -30,9 +30,9 @@ func harnessFor(t *testing.T, base string) adaptertest.Harness {
 		},
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) adaptertest.HungBroker {
+		HungBroker: func(t testing.TB) drivertest.HungBroker {
 			proxied, p := testenv.ProxyURL(t, base)
-			return adaptertest.HungBroker{
+			return drivertest.HungBroker{
 				PublisherURL:  proxied,
 				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
 				Hang:          p.Hang,

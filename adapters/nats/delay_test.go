@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
@@ -71,7 +71,7 @@ func BenchmarkDelayLateness(b *testing.B) {
 			deleteStreamOf(natsURL(b), topic)
 		}
 	})
-	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
 		NewTopic: func(testing.TB) string {
 			topic := relaytest.Unique("bench-delay")
 			topics = append(topics, topic)

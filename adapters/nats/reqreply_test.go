@@ -3,12 +3,12 @@ package nats_test
 import (
 	"testing"
 
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // TestRequestReply runs the request/reply conformance checks: the
 // requester uses a reply topic (a stream) of its own and removes it on
 // Close.
 func TestRequestReply(t *testing.T) {
-	adaptertest.RunRequestReply(t, harnessFor(t, natsURL(t)))
+	drivertest.RunRequestReply(t, harnessFor(t, natsURL(t)))
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -185,7 +185,7 @@ func TestConformancePrivateServer(t *testing.T) {
 	srv := startPrivateServer(t)
 	h := harnessFor(t, srv.url())
 	h.Restart = func(testing.TB) { srv.stop(); srv.start() }
-	adaptertest.Run(t, h)
+	drivertest.Run(t, h)
 }
 
 // A Publish during an outage larger than nats.go's reconnect buffer (8

@@ -10,8 +10,8 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/tlsconf"
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/tlsconf"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 // Scheme of this backend.

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
@@ -214,12 +214,12 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 //
 //	go test -run '^$' -bench Latency -benchtime 2000x ./adapters/postgres/
 func BenchmarkLatency(b *testing.B) {
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewTopic:      func(testing.TB) string { return relaytest.Unique("bench-latency") },
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, group) },
 	}
-	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		pool := rawPool(b)
 		openPub(b) // creates the schema
 		group := relaytest.Unique("g")
@@ -255,5 +255,5 @@ func BenchmarkLatency(b *testing.B) {
 		}
 		return rt, func() {}
 	}
-	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+	drivertest.BenchmarkLatency(b, h, raw, drivertest.LatencyOptions{})
 }

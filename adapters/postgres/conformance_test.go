@@ -3,19 +3,19 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/go-relay/relay/adapters/adaptertest"
 	_ "github.com/go-relay/relay/adapters/postgres"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
 func TestConformance(t *testing.T) {
 	base := pgURL(t)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) adaptertest.HungBroker {
+		HungBroker: func(t testing.TB) drivertest.HungBroker {
 			proxied, p := testenv.ProxyURL(t, base)
-			return adaptertest.HungBroker{
+			return drivertest.HungBroker{
 				PublisherURL:  proxied,
 				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
 				Hang:          p.Hang,
@@ -27,5 +27,5 @@ func TestConformance(t *testing.T) {
 	} else {
 		t.Logf("no Restart hook: %s", why)
 	}
-	adaptertest.Run(t, h)
+	drivertest.Run(t, h)
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/postgres"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
@@ -89,7 +89,7 @@ func TestOutboxDelayed(t *testing.T) {
 }
 
 func BenchmarkDelayLateness(b *testing.B) {
-	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, group) },
 	})

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/driver/backoff"
 )
 
 // listener holds one connection per subscriber that LISTENs on the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -12,7 +12,7 @@ import (
 // requester uses a reply topic of its own and removes it on Close.
 func TestRequestReply(t *testing.T) {
 	base := pgURL(t)
-	adaptertest.RunRequestReply(t, adaptertest.Harness{
+	drivertest.RunRequestReply(t, drivertest.Harness{
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
 		TopicExists: func(t testing.TB, topic string) bool {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 // Schemes of this backend.

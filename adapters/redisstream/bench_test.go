@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	"github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
@@ -310,7 +310,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 //	go test -run '^$' -bench DelayLateness -benchtime 200x ./adapters/redisstream/
 func BenchmarkDelayLateness(b *testing.B) {
 	raw := rawClient(b)
-	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
 		NewTopic: func(testing.TB) string {
 			topic := relaytest.Unique("bench-delay")
 			b.Cleanup(func() { raw.Del(context.Background(), topic, topic+redisstream.DelayedSuffix) })
@@ -330,7 +330,7 @@ func BenchmarkDelayLateness(b *testing.B) {
 func BenchmarkLatency(b *testing.B) {
 	ctx := context.Background()
 	raw := rawClient(b)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewTopic: func(testing.TB) string {
 			topic := relaytest.Unique("bench-latency")
 			b.Cleanup(func() { raw.Del(ctx, topic) })
@@ -339,10 +339,10 @@ func BenchmarkLatency(b *testing.B) {
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t) },
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, group) },
 	}
-	adaptertest.BenchmarkLatency(b, h, rawLatencyLoop, adaptertest.LatencyOptions{})
+	drivertest.BenchmarkLatency(b, h, rawLatencyLoop, drivertest.LatencyOptions{})
 }
 
-func rawLatencyLoop(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+func rawLatencyLoop(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 	raw := rawClient(b)
 	group := relaytest.Unique("g")
 	if err := raw.XGroupCreateMkStream(context.Background(), topic, group, "$").Err(); err != nil {

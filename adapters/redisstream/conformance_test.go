@@ -5,8 +5,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/go-relay/relay/adapters/adaptertest"
 	_ "github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -14,12 +14,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.ProxyGoroutines()
 
 func TestConformance(t *testing.T) {
 	base := redisURL(t)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		PublisherURL:  base,
 		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) adaptertest.HungBroker {
+		HungBroker: func(t testing.TB) drivertest.HungBroker {
 			proxied, p := testenv.ProxyURL(t, base)
-			return adaptertest.HungBroker{
+			return drivertest.HungBroker{
 				PublisherURL:  proxied,
 				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
 				Hang:          p.Hang,
@@ -31,5 +31,5 @@ func TestConformance(t *testing.T) {
 	} else {
 		t.Logf("no Restart hook: %s", why)
 	}
-	adaptertest.Run(t, h)
+	drivertest.Run(t, h)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/backoff"
+	"github.com/go-relay/relay/driver/backoff"
 )
 
 // Emulated delayed delivery (Message.DeliverAt).

@@ -65,7 +65,7 @@ var local = testenv.LocalRedis(redisUp, shutdownRedis)
 
 // canRestart reports why the test server cannot be restarted from here
 // (see testenv.LocalBroker); stopRedis stops it until startRedis (or the
-// test's cleanup) starts it again; restartRedis is adaptertest's Restart
+// test's cleanup) starts it again; restartRedis is drivertest's Restart
 // hook.
 var (
 	canRestart   = local.CanRestart

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/tlsconf"
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/tlsconf"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 // Schemes of this backend.

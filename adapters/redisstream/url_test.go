@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
+	"github.com/go-relay/relay/driver/urlopt/urlopttest"
 	"github.com/go-relay/relay/internal/testenv"
-	"github.com/go-relay/relay/internal/urlopt/urlopttest"
 )
 
 // Bad URLs are refused before any connection, naming the parameter.

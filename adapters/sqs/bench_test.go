@@ -16,8 +16,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // The benchmarks compare relay with the plain SDK doing the same work on
@@ -301,7 +301,7 @@ func deleteQueues(q *sqs.Client, names ...string) {
 //	go test -run '^$' -bench Latency -benchtime 2000x ./adapters/sqs/
 func BenchmarkLatency(b *testing.B) {
 	q, _ := rawClients(b, nil)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewTopic: func(testing.TB) string {
 			topic := name("latency")
 			b.Cleanup(func() { deleteQueues(q, topic) })
@@ -310,7 +310,7 @@ func BenchmarkLatency(b *testing.B) {
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, baseURL(t, relaysqs.SchemeSQS)) },
 		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber { return openSub(t, baseURL(t, relaysqs.SchemeSQS)) },
 	}
-	raw := func(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		cq, _ := rawClients(b, nil)
 		url := createQueue(b, cq, topic)
 		body := string(make([]byte, 100))
@@ -343,7 +343,7 @@ func BenchmarkLatency(b *testing.B) {
 	if os.Getenv("RELAY_BENCH_SQS_RAW") == "longpoll" {
 		raw = rawLongPollLoop
 	}
-	adaptertest.BenchmarkLatency(b, h, raw, adaptertest.LatencyOptions{})
+	drivertest.BenchmarkLatency(b, h, raw, drivertest.LatencyOptions{})
 }
 
 // rawLongPollLoop is the SDK loop receiving the way relay does: 4 pollers
@@ -352,7 +352,7 @@ func BenchmarkLatency(b *testing.B) {
 // message from them and deletes it. RELAY_BENCH_SQS_RAW=longpoll makes it
 // BenchmarkLatency's raw side, to tell the service's long-poll wake-up
 // (goaws looks for messages every 100ms) from relay's own cost.
-func rawLongPollLoop(b *testing.B, topic string) (adaptertest.RoundTrip, func()) {
+func rawLongPollLoop(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 	cq, _ := rawClients(b, nil)
 	url := createQueue(b, cq, topic)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 // Limits and defaults of SQS and SNS that the adapter applies.

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/driver/drivertest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -28,7 +28,7 @@ const conformanceVisibility = "visibility=10s"
 
 func TestConformanceSQS(t *testing.T) {
 	base := baseURL(t, relaysqs.SchemeSQS, conformanceVisibility)
-	h := adaptertest.Harness{
+	h := drivertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), delayURL(t, base))
 			if err != nil {
@@ -43,14 +43,14 @@ func TestConformanceSQS(t *testing.T) {
 		LargePayload:   largePayload,
 		ReceiveTimeout: 30 * time.Second,
 	}
-	h.HungBroker = func(t testing.TB) adaptertest.HungBroker {
+	h.HungBroker = func(t testing.TB) drivertest.HungBroker {
 		s := service(t)
 		if s.Endpoint == "" {
 			t.Skip("SKIP: the service is AWS itself (no endpoint), which cannot be put behind a local proxy")
 		}
 		proxied, p := testenv.ProxyURL(t, s.Endpoint)
 		u := baseURL(t, relaysqs.SchemeSQS, conformanceVisibility, "endpoint="+proxied)
-		return adaptertest.HungBroker{PublisherURL: u, SubscriberURL: func(string) string { return u }, Hang: p.Hang}
+		return drivertest.HungBroker{PublisherURL: u, SubscriberURL: func(string) string { return u }, Hang: p.Hang}
 	}
 	if s := service(t); s.Emulated {
 		// goaws loses its state on restart; the adapter re-creates the queue.
@@ -61,7 +61,7 @@ func TestConformanceSQS(t *testing.T) {
 			}
 		}
 	}
-	adaptertest.Run(t, h)
+	drivertest.Run(t, h)
 }
 
 // delayURL is base for a publisher of the check running as t: goaws
@@ -79,7 +79,7 @@ func delayURL(t testing.TB, base string) string {
 
 func TestConformanceSNS(t *testing.T) {
 	base := baseURL(t, relaysqs.SchemeSNS, conformanceVisibility)
-	adaptertest.Run(t, adaptertest.Harness{
+	drivertest.Run(t, drivertest.Harness{
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
 			s, err := relay.OpenSubscriber(context.Background(), base+"&group="+group)
 			if err != nil {

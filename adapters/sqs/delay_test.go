@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // TestDelayFIFORefused: a FIFO queue takes no per-message DelaySeconds,
@@ -122,7 +122,7 @@ func BenchmarkDelayLateness(b *testing.B) {
 	if service(b).Emulated {
 		u += "&batch_calls=false" // goaws ignores DelaySeconds in batch entries
 	}
-	adaptertest.BenchmarkDelayLateness(b, adaptertest.Harness{
+	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
 		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, u) },
 		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber { return openSub(t, u) },
 	})

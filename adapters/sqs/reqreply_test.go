@@ -3,8 +3,8 @@ package sqs_test
 import (
 	"testing"
 
-	"github.com/go-relay/relay/adapters/adaptertest"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // TestRequestReply runs the request/reply conformance checks on sqs://
@@ -12,7 +12,7 @@ import (
 // Close.
 func TestRequestReply(t *testing.T) {
 	base := baseURL(t, relaysqs.SchemeSQS, conformanceVisibility)
-	adaptertest.RunRequestReply(t, adaptertest.Harness{
+	drivertest.RunRequestReply(t, drivertest.Harness{
 		PublisherURL:  base,
 		SubscriberURL: func(string) string { return base },
 	})

@@ -124,7 +124,7 @@ func NewBackendSubscriber(s message.Subscriber, c BackendConfig) relay.Subscribe
 
 // unprovisioned is a relay.Subscriber over a Watermill subscriber that
 // cannot provision: it does not implement relay.Provisioner, so that
-// callers (the bridge, adaptertest) see that the backend cannot create a
+// callers (the bridge, drivertest) see that the backend cannot create a
 // group ahead rather than get an error from Provision.
 type unprovisioned struct{ s *driver.Subscriber }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
 	wm "github.com/go-relay/relay/compat/watermill"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // gochannelCaps is what Watermill's GoChannel honestly has: in process
@@ -57,7 +57,7 @@ func init() {
 // broker to restart or hang.
 func TestConformanceGoChannel(t *testing.T) {
 	const base = "watermill+gochannel-test://"
-	adaptertest.Run(t, adaptertest.Harness{
+	drivertest.Run(t, drivertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), base)
 			if err != nil {

@@ -75,6 +75,6 @@
 // The module's tests run Watermill's universal Pub/Sub tests
 // (pubsub/tests.TestPubSub) against mem://, redis://, amqp:// and kafka:// through
 // NewPublisher and NewSubscriber, and relay's conformance suite
-// (adapters/adaptertest) against Watermill's GoChannel registered as
+// (driver/drivertest) against Watermill's GoChannel registered as
 // watermill+gochannel-test://. See docs/watermill.md.
 package watermill

@@ -49,7 +49,7 @@ func features(caps relay.Capabilities) tests.Features {
 		// The message context is not carried by any broker.
 		ContextPreserved: false,
 		// The shared brokers must not be restarted from tests (TestReconnect
-		// is skipped); relay's own reconnect is checked by adaptertest.
+		// is skipped); relay's own reconnect is checked by drivertest.
 		RestartServiceCommand: nil,
 		// The full counts (5,000 messages to 50 subscribers, 10,000 in
 		// TestPublisherClose) take about 13s for all three backends under

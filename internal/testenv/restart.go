@@ -124,7 +124,7 @@ func (b *LocalBroker) Start(t testing.TB) {
 	t.Errorf("%s does not %s after %q", b.Name, b.UpWhat, b.StartCommand())
 }
 
-// Restart stops and starts the broker (adaptertest's Restart hook).
+// Restart stops and starts the broker (drivertest's Restart hook).
 func (b *LocalBroker) Restart(t testing.TB) {
 	t.Helper()
 	b.Stop(t)

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/adapters/adaptertest"
+	"github.com/go-relay/relay/driver/drivertest"
 	_ "github.com/go-relay/relay/examples/adapter/redislist"
 )
 
@@ -88,7 +88,7 @@ func withGroup(t testing.TB, base, group string) string {
 
 func TestConformance(t *testing.T) {
 	base := testURL(t)
-	adaptertest.Run(t, adaptertest.Harness{
+	drivertest.Run(t, drivertest.Harness{
 		NewPublisher: func(t testing.TB) relay.Publisher {
 			p, err := relay.OpenPublisher(context.Background(), base)
 			if err != nil {

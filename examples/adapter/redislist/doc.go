@@ -1,7 +1,7 @@
 // Package redislist is a relay adapter for Redis lists, the classic
 // reliable-queue pattern, written outside the relay module on its public
 // packages only (relay and relay/driver; its tests use
-// relay/adapters/adaptertest). It is the worked example of
+// relay/driver/drivertest). It is the worked example of
 // docs/adapters.md. Import it for its side effect:
 //
 //	import _ "github.com/go-relay/relay/examples/adapter/redislist"

@@ -1,4 +1,4 @@
-package adaptertest
+package drivertest
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func Run(t *testing.T, h Harness) {
 		}
 		_ = p.Close()
 	}
-	t.Logf("adaptertest: backend %q capabilities %+v", e.caps.Backend, e.caps)
+	t.Logf("drivertest: backend %q capabilities %+v", e.caps.Backend, e.caps)
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
 			opts := append([]goleak.Option{goleak.IgnoreCurrent()}, h.IgnoreGoroutines...)

@@ -1,9 +1,9 @@
-// Package adaptertest is the conformance suite every relay adapter runs
+// Package drivertest is the conformance suite every relay adapter runs
 // against its real (or wire-compatible) broker. Third-party adapters import
 // it from their own tests:
 //
 //	func TestConformance(t *testing.T) {
-//		adaptertest.Run(t, adaptertest.Harness{
+//		drivertest.Run(t, drivertest.Harness{
 //			NewPublisher:  func(t testing.TB) relay.Publisher { ... },
 //			NewSubscriber: func(t testing.TB, group string) relay.Subscriber { ... },
 //		})
@@ -12,7 +12,7 @@
 // The suite is parameterised by the adapter's declared relay.Capabilities:
 // a check the backend cannot pass by design is skipped with the reason
 // printed, never silently. Each check uses fresh topic and group names.
-package adaptertest
+package drivertest
 
 import (
 	"context"
@@ -153,7 +153,7 @@ func (h *Harness) defaults(t *testing.T) {
 		}
 	}
 	if h.NewPublisher == nil || h.NewSubscriber == nil {
-		t.Fatal("adaptertest: Harness needs NewPublisher or PublisherURL, and NewSubscriber or SubscriberURL")
+		t.Fatal("drivertest: Harness needs NewPublisher or PublisherURL, and NewSubscriber or SubscriberURL")
 	}
 	if h.NewTopic == nil {
 		h.NewTopic = func(testing.TB) string { return "relay-test-" + shortID() }

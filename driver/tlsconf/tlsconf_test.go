@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver/urlopt"
 	"github.com/go-relay/relay/internal/testenv"
-	"github.com/go-relay/relay/internal/urlopt"
 )
 
 // certFiles writes a CA certificate and a client certificate and key it

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/go-relay/relay/internal/urlopt"
+	"github.com/go-relay/relay/driver/urlopt"
 )
 
 // URL parameter names.

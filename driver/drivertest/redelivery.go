@@ -1,4 +1,4 @@
-package adaptertest
+package drivertest
 
 import (
 	"errors"
