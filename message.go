@@ -192,7 +192,7 @@ func attach(v any, p deliveryhook.Params) {
 		src deliverySource
 	}{}
 	both.src.init(p)
-	both.d.src, both.d.attempt, both.d.token = &both.src, p.Attempt, p.Token
+	both.d.src, both.d.attempt, both.d.token, both.d.pos = &both.src, p.Attempt, p.Token, p.Pos
 	m.d = &both.d
 }
 
@@ -200,7 +200,7 @@ func attach(v any, p deliveryhook.Params) {
 // the messages share p (its Attempt and Token aside) and one allocation
 // of delivery states, which stays alive while any message of the batch is
 // referenced (a batch is at most a subscription's in-flight window).
-func attachBatch(v any, p deliveryhook.Params, each func(int) (attempt int, token uint64)) {
+func attachBatch(v any, p deliveryhook.Params, each func(int) (attempt int, token uint64, pos deliveryhook.Position)) {
 	ms := v.([]*Message)
 	src := &deliverySource{}
 	src.init(p)
@@ -208,7 +208,7 @@ func attachBatch(v any, p deliveryhook.Params, each func(int) (attempt int, toke
 	for i, m := range ms {
 		d := &ds[i]
 		d.src = src
-		d.attempt, d.token = each(i)
+		d.attempt, d.token, d.pos = each(i)
 		m.d = d
 	}
 }
@@ -238,6 +238,7 @@ type delivery struct {
 	src     *deliverySource
 	attempt int
 	token   uint64
+	pos     deliveryhook.Position
 
 	mu     sync.Mutex
 	state  int

@@ -31,6 +31,9 @@ type DeliveryParams struct {
 	Settle  func(Settlement) error
 	Settler Settler
 	Token   uint64
+	// Position is where the message is kept in its source
+	// (relay.Message.Position); zero when the backend has none.
+	Position relay.Position
 }
 
 // Deliver attaches delivery state to m and returns it, so that m's Topic,
@@ -43,7 +46,21 @@ type DeliveryParams struct {
 func Deliver(m *relay.Message, p DeliveryParams) *relay.Message {
 	deliveryhook.Attach(m, deliveryhook.Params{
 		Topic: p.Topic, Attempt: p.Attempt, Ctx: p.Ctx,
-		Settle: p.Settle, Settler: p.Settler, Token: p.Token,
+		Settle: p.Settle, Settler: p.Settler, Token: p.Token, Pos: positionOf(p.Position),
 	})
 	return m
+}
+
+// positionOf is the representation of p that deliveryhook carries.
+func positionOf(p relay.Position) deliveryhook.Position {
+	var hp deliveryhook.Position
+	switch part, ok := p.Partition(); {
+	case ok:
+		hp = deliveryhook.Position{Kind: deliveryhook.PosPartition, Partition: part, Offset: p.Offset()}
+	case p.Entry() != "":
+		hp = deliveryhook.Position{Kind: deliveryhook.PosEntry, Entry: p.Entry()}
+	case !p.IsZero():
+		hp = deliveryhook.Position{Kind: deliveryhook.PosOffset, Offset: p.Offset()}
+	}
+	return hp
 }

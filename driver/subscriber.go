@@ -17,6 +17,12 @@ type Received struct {
 	Attempt int
 	// Handle is the adapter's token for settling this message.
 	Handle any
+	// Position is where the message is kept in the broker, for a backend
+	// that has lasting coordinates (relay.Message.Position): a Kafka
+	// partition and offset, a stream entry ID or sequence, a row id.
+	// Zero otherwise. Setting it must not allocate (an entry ID the
+	// driver holds anyway is fine).
+	Position relay.Position
 }
 
 // Settle is one settlement passed to Receiver.Settle.
@@ -112,6 +118,13 @@ type RemoveTopicDriver interface {
 // relay.LagReporter.
 type LagDriver interface {
 	Lag(ctx context.Context, topic string) (int64, error)
+}
+
+// HistoryDriver is optionally implemented by a SubscribeDriver whose
+// broker keeps a topic's messages readable without consuming them; see
+// relay.HistoryReader. ReadHistory must change no group's state.
+type HistoryDriver interface {
+	ReadHistory(ctx context.Context, topic string, w relay.Window, fn func(relay.Stored) error) error
 }
 
 // Subscriber is a relay.Subscriber over a SubscribeDriver.
@@ -229,6 +242,22 @@ func (s *Subscriber) Lag(ctx context.Context, topic string) (int64, error) {
 		return 0, relay.ErrNotSupported
 	}
 	return l.Lag(ctx, topic)
+}
+
+// ReadHistory implements relay.HistoryReader; an error wrapping
+// relay.ErrNotSupported if the driver keeps no history.
+func (s *Subscriber) ReadHistory(ctx context.Context, topic string, w relay.Window, fn func(relay.Stored) error) error {
+	if s.isClosed() {
+		return relay.ErrClosed
+	}
+	if topic == "" {
+		return fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
+	}
+	h, ok := s.d.(HistoryDriver)
+	if !ok {
+		return fmt.Errorf("%w: %s keeps no history readable without consuming", relay.ErrNotSupported, s.caps.Backend)
+	}
+	return h.ReadHistory(ctx, topic, w, fn)
 }
 
 func (s *Subscriber) isClosed() bool {

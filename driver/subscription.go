@@ -315,8 +315,8 @@ func (s *subscription) receiveLoop(perCall int) {
 		}
 		s.mu.Unlock()
 		// The messages are nobody else's until sent: no lock needed.
-		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64) {
-			return max(batch[i].Attempt, 1), tokens[i]
+		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64, deliveryhook.Position) {
+			return max(batch[i].Attempt, 1), tokens[i], positionOf(batch[i].Position)
 		})
 		if s.outBatches != nil {
 			if len(msgs) == 0 {

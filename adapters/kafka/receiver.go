@@ -190,7 +190,8 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 			decodeInto(m, h.rec, r.arena)
 		}
 		h.msg = nil // the consumer's now
-		out = append(out, driver.Received{Msg: m, Attempt: int(h.attempt), Handle: h})
+		out = append(out, driver.Received{Msg: m, Attempt: int(h.attempt), Handle: h,
+			Position: relay.PartitionPosition(h.rec.Partition, h.rec.Offset)})
 	}
 	*q = (*q)[n:]
 	if len(*q) == 0 {

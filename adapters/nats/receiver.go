@@ -192,6 +192,8 @@ func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) 
 			Msg:     decode(m.Headers(), m.Data(), r.stream, seq),
 			Attempt: attempt,
 			Handle:  &handle{msg: m, seq: seq, attempt: attempt},
+			// seq is 0 when the reply subject did not parse: no position.
+			Position: seqPosition(seq),
 		})
 	}
 	if err := b.Error(); err != nil && len(out) == 0 {
@@ -314,4 +316,13 @@ func (r *receiver) flush(ctx context.Context) error {
 // request outlives Receive, and the durable consumer stays for the group.
 func (r *receiver) Close(ctx context.Context) error {
 	return r.flush(ctx)
+}
+
+// seqPosition is the position of the message at stream sequence seq; zero
+// for 0 (unknown).
+func seqPosition(seq uint64) relay.Position {
+	if seq == 0 {
+		return relay.Position{}
+	}
+	return relay.OffsetPosition(int64(seq))
 }

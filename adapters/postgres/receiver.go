@@ -186,7 +186,7 @@ func (r *receiver) readClaim(br pgx.BatchResults, acks int) ([]driver.Received, 
 			payload = []byte{}
 		}
 		m := &relay.Message{ID: rid, Key: key, Metadata: DecodeMetadata(mdKeys, mdValues), Payload: payload}
-		out = append(out, driver.Received{Msg: m, Attempt: attempts, Handle: id})
+		out = append(out, driver.Received{Msg: m, Attempt: attempts, Handle: id, Position: relay.OffsetPosition(id)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("relay/postgres: claiming messages of %q: %w", r.topic, err)

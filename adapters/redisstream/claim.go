@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 )
 
@@ -117,7 +118,7 @@ func (r *receiver) withAttempts(ctx context.Context, msgs []streamEntry) ([]driv
 			}
 		}
 		hs[i].id = m.id
-		out[i] = driver.Received{Msg: m.msg, Attempt: attempt, Handle: &hs[i]}
+		out[i] = driver.Received{Msg: m.msg, Attempt: attempt, Handle: &hs[i], Position: relay.EntryPosition(m.id)}
 	}
 	return out, nil
 }

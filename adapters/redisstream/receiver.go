@@ -283,7 +283,7 @@ func (r *receiver) readNew(ctx context.Context, max int) ([]driver.Received, err
 			m.msg = &relay.Message{ID: m.id, Payload: []byte{}}
 		}
 		hs[i].id = m.id
-		out[i] = driver.Received{Msg: m.msg, Attempt: 1, Handle: &hs[i]}
+		out[i] = driver.Received{Msg: m.msg, Attempt: 1, Handle: &hs[i], Position: relay.EntryPosition(m.id)}
 	}
 	return out, nil
 }

@@ -20,6 +20,22 @@ type Settler interface {
 	Settle(token uint64, s Settlement) error
 }
 
+// Kinds of Position.
+const (
+	PosNone = iota
+	PosOffset
+	PosPartition
+	PosEntry
+)
+
+// Position is relay.Position's representation.
+type Position struct {
+	Kind      uint8
+	Partition int32
+	Offset    int64
+	Entry     string
+}
+
 // Params is what driver.Deliver hands to relay.
 type Params struct {
 	Topic   string
@@ -28,6 +44,7 @@ type Params struct {
 	Settle  func(Settlement) error
 	Settler Settler
 	Token   uint64
+	Pos     Position
 }
 
 // Attach attaches delivery state to a *relay.Message (passed as any, since
@@ -36,6 +53,6 @@ var Attach func(m any, p Params)
 
 // AttachBatch attaches delivery state to every message of ms (a
 // []*relay.Message, passed as any) with one allocation for the whole
-// batch: the messages share p except its Attempt and Token, which each(i)
-// gives for message i. Set by package relay's init.
-var AttachBatch func(ms any, p Params, each func(i int) (attempt int, token uint64))
+// batch: the messages share p except its Attempt, Token and Pos, which each(i)
+// gives for message i, with its position. Set by package relay's init.
+var AttachBatch func(ms any, p Params, each func(i int) (attempt int, token uint64, pos Position))
