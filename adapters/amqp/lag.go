@@ -7,11 +7,15 @@ import (
 
 // Lag implements driver.LagDriver: the number of ready messages in the
 // group's queue of topic (<queue_prefix>topic.<group>), from a passive
-// queue declare on a short-lived channel. AMQP 0-9-1 reports only ready
-// messages, so deliveries that consumers hold unacknowledged are not
-// counted (they return to the queue, and to the count, if their channel
-// closes), nor are copies waiting in delay queues after NackAfter. A queue
-// that does not exist counts 0: nothing is routed to a group before
+// queue declare on a short-lived channel, plus the deliveries of topic
+// that this subscriber holds unacknowledged (received and not settled, or
+// settled and not yet sent to the broker). AMQP 0-9-1 reports only ready
+// messages, so deliveries that other processes' consumers of the group
+// hold unacknowledged are not counted (they return to the queue, and to
+// the count, if their channel closes), nor are copies waiting in delay
+// queues after NackAfter: with one consumer per group (one bridge route,
+// one process) Lag is 0 only when every message was acknowledged. A
+// queue that does not exist counts 0: nothing is routed to a group before
 // Subscribe or Provision declares its queue.
 //
 // Lag waits for the connection and the broker within ctx; a broker that
@@ -37,7 +41,7 @@ func (d *subDriver) Lag(ctx context.Context, topic string) (int64, error) {
 	}, nil)
 	switch {
 	case err == nil:
-		return int64(n), nil
+		return int64(n) + d.held(topic), nil
 	case isNotFound(err):
 		return 0, nil
 	default:

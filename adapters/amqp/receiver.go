@@ -479,6 +479,7 @@ func (r *receiver) dropPub() {
 // Close implements driver.Receiver: the consumer's channel closes, which
 // returns any message still unacked on it to the queue.
 func (r *receiver) Close(context.Context) error {
+	r.d.forget(r)
 	r.mu.Lock()
 	ch := r.ch
 	r.ch, r.deliveries, r.outstanding = nil, nil, nil

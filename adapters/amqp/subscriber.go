@@ -88,11 +88,42 @@ type subDriver struct {
 	mu     sync.Mutex
 	dlxGen uint64
 	closed bool // set by Close before it waits for bg
+	// live are the receivers not closed yet, whose unacknowledged
+	// deliveries Lag counts.
+	live map[*receiver]struct{}
 
 	bg sync.WaitGroup // background channel closes and Lag declares
 }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
+
+// forget drops r from the receivers Lag counts.
+func (d *subDriver) forget(r *receiver) {
+	d.mu.Lock()
+	delete(d.live, r)
+	d.mu.Unlock()
+}
+
+// held counts the deliveries of topic that this subscriber's receivers
+// hold unacknowledged (received and not settled, or settled and not yet
+// sent to the broker).
+func (d *subDriver) held(topic string) int64 {
+	d.mu.Lock()
+	rs := make([]*receiver, 0, len(d.live))
+	for r := range d.live {
+		if r.topic == topic {
+			rs = append(rs, r)
+		}
+	}
+	d.mu.Unlock()
+	var n int64
+	for _, r := range rs {
+		r.mu.Lock()
+		n += int64(len(r.outstanding))
+		r.mu.Unlock()
+	}
+	return n
+}
 
 // Close implements driver.SubscribeDriver.
 func (d *subDriver) Close() error {
@@ -179,6 +210,12 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		delayReady: map[int]uint64{},
 		log:        d.log.With("topic", topic),
 	}
+	d.mu.Lock()
+	if d.live == nil {
+		d.live = map[*receiver]struct{}{}
+	}
+	d.live[r] = struct{}{}
+	d.mu.Unlock()
 	if d.sup.current() != 0 {
 		// Bounded by connect_timeout too: a broker that does not answer
 		// within it is taken as hung (the connection is redialled) and the
@@ -188,6 +225,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		cancel()
 		if err != nil {
 			if isPermanent(err) || errors.Is(err, relay.ErrClosed) || ctx.Err() != nil {
+				d.forget(r)
 				return nil, err
 			}
 			d.log.Warn("relay: subscribing failed; retrying", "topic", topic, "err", err)

@@ -129,6 +129,7 @@ type queries struct {
 	extend   string
 	release  string
 	lag      string
+	history  string
 	sweep    string
 	remove   string
 	listenOn string
@@ -221,6 +222,9 @@ WHERE topic = $1 AND group_name = $2 AND message_id = ANY($3) AND lease_holder =
 		release: r.Replace(`UPDATE S.deliveries SET visible_at = now(), lease_holder = NULL
 WHERE topic = $1 AND group_name = $2 AND message_id = ANY($3) AND lease_holder = $4`),
 		lag: r.Replace(`SELECT count(*) FROM S.deliveries WHERE topic = $1 AND group_name = $2`),
+		// One page of ReadHistory, on the messages (topic, id) index.
+		history: r.Replace(`SELECT id, relay_id, key, md_keys, md_values, payload, created_at FROM S.messages
+WHERE topic = $1 AND id > $2 AND created_at >= $3 AND created_at < $4 ORDER BY id LIMIT $5`),
 		// The sweep looks only at the topic's oldest sweepBatch message
 		// rows, one index probe each (the scalar subquery keeps the planner
 		// from hashing the whole deliveries table), so that its cost does
