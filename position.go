@@ -32,7 +32,9 @@ const (
 
 // OffsetPosition is the position of a message numbered by seq in its
 // topic: a NATS stream sequence, a PostgreSQL row id.
-func OffsetPosition(seq int64) Position { return Position{deliveryhook.Position{Kind: posOffset, Offset: seq}} }
+func OffsetPosition(seq int64) Position {
+	return Position{deliveryhook.Position{Kind: posOffset, Offset: seq}}
+}
 
 // PartitionPosition is the position of a message at offset in partition
 // of its topic (Kafka).
@@ -42,7 +44,9 @@ func PartitionPosition(partition int32, offset int64) Position {
 
 // EntryPosition is the position of a message named by an entry ID in its
 // topic (a Redis stream entry ID, "<ms>-<seq>").
-func EntryPosition(id string) Position { return Position{deliveryhook.Position{Kind: posEntry, Entry: id}} }
+func EntryPosition(id string) Position {
+	return Position{deliveryhook.Position{Kind: posEntry, Entry: id}}
+}
 
 // IsZero reports whether p is the zero Position: the backend has none.
 func (p Position) IsZero() bool { return p.p.Kind == posNone }
