@@ -115,6 +115,12 @@ func (b *Bridge) Config() Config { return b.cfg }
 // fails reconnects with backoff and is not ready meanwhile; it never stops
 // the others.
 //
+// A route with StopWhen "drained" stops on its own once caught up
+// (drains and closes as above); Run returns once every route stopped, so
+// a bridge whose routes all have it returns when every source is
+// drained, with an *IncompleteError for each route that left messages
+// behind.
+//
 // Run blocks. It returns nil after a clean drain, an error wrapping
 // router.ErrCloseTimeout when messages were still in flight at the
 // timeout (they are redelivered later, not lost), and ErrRunning when
@@ -162,7 +168,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			err := r.run(ctx)
+			if err == nil && r.cut.drained.Load() {
+				err = r.incomplete()
+			}
+			var ie *IncompleteError
 			switch {
+			case errors.As(err, &ie):
+				errs[i] = err
 			case err == nil:
 			case badEndpoint(err) && ctx.Err() == nil:
 				// An endpoint the adapter refuses: the bridge does not
@@ -189,6 +201,18 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.log.Info("bridge stopped: drained")
 	}
 	return err
+}
+
+// IncompleteError is returned (joined) by Run for a route that stopped on
+// its own (Route.StopWhen) and left messages behind: poisoned, or lost on
+// an at-most-once route.
+type IncompleteError struct {
+	Route            string
+	Poisoned, Failed int64
+}
+
+func (e *IncompleteError) Error() string {
+	return fmt.Sprintf("route %s drained its source, but not every message reached the destination: %d poisoned, %d failed", e.Route, e.Poisoned, e.Failed)
 }
 
 // Ready returns nil when every route is subscribed to its source and both

@@ -42,7 +42,14 @@ const (
 	DefaultRetryAttempts       = 5
 	DefaultRetryInitial        = 100 * time.Millisecond
 	DefaultRetryMax            = 10 * time.Second
+	// DefaultCaughtUpAfter is how long a route's source must stay empty
+	// before the route is caught up (Route.CaughtUpAfter).
+	DefaultCaughtUpAfter = 5 * time.Second
 )
+
+// StopWhenDrained is the value of Route.StopWhen that stops the route once
+// its source is drained.
+const StopWhenDrained = "drained"
 
 // Config is a bridge: a set of routes plus how the daemon runs. The YAML
 // form (see Parse and docs/bridge.md) uses the snake_case names given in
@@ -165,6 +172,26 @@ type Route struct {
 	// each source message once. Validate refuses it for anything else;
 	// Dedup gives its effect on at-least-once.
 	Guarantee relay.Guarantee
+	// CaughtUpAfter is how long the route must see its source empty
+	// (source lag 0) and nothing in flight, at every check, before its
+	// state is caught-up: the cutover signal of docs/migration.md
+	// ("caught_up_after"). The lag is asked every CaughtUpAfter/4 (at
+	// most every 5s, at least every 100ms). Default 5s.
+	CaughtUpAfter time.Duration
+	// StopWhen stops the route on a condition ("stop_when"): "drained"
+	// stops it (drain, close, final counts in the log) once it is caught
+	// up, that is once the source is empty and every message taken from
+	// it was confirmed by the destination and acked; the bridge exits
+	// when every route has stopped. "" (default): run until the bridge
+	// stops.
+	StopWhen string
+	// SourcePositions writes where each message was kept in the source
+	// into its copy, as metadata relay.SourceKey ("kafka:orders@3:1042"),
+	// for position translation (relay migrate offsets) and to locate a
+	// message across brokers ("source_positions"). Sources without
+	// lasting positions (amqp://, sqs://) write nothing. It costs a
+	// metadata map per message. Default false.
+	SourcePositions bool
 }
 
 // Source is the consuming end of a route.
@@ -296,6 +323,9 @@ func (c Config) withDefaults() Config {
 		}
 		if r.PublishTimeout == 0 {
 			r.PublishTimeout = DefaultPublishTimeout
+		}
+		if r.CaughtUpAfter == 0 {
+			r.CaughtUpAfter = DefaultCaughtUpAfter
 		}
 		if r.Guarantee == relay.AtMostOnce {
 			r.Retry = nil // the chain runs once (see Route.Guarantee)

@@ -106,16 +106,26 @@ func (r *route) copyOf(m *relay.Message) *relay.Message {
 // the publisher's delay stamp clones it first) except the destination
 // tracer's injection of its span context, so a route with a tracer gives
 // every copy its own map.
+//
+// With SourcePositions, a copy of a message that has a position gets
+// its own map with relay.SourceKey too.
 func (r *route) copyInto(c, m *relay.Message) {
 	c.ID, c.Key, c.Payload = m.ID, m.Key, m.Payload
-	if len(m.Metadata) == 0 && r.tel.dstTracer == nil {
+	var pos relay.Position
+	if r.srcPrefix != "" {
+		pos = m.Position()
+	}
+	if len(m.Metadata) == 0 && r.tel.dstTracer == nil && pos.IsZero() {
 		c.Metadata = r.hopOnly
 		return
 	}
-	md := make(relay.Metadata, len(m.Metadata)+1)
+	md := make(relay.Metadata, len(m.Metadata)+2)
 	for k, v := range m.Metadata {
 		md[k] = v
 	}
 	addHop(md, r.srcHop)
+	if !pos.IsZero() {
+		md[relay.SourceKey] = r.srcPrefix + pos.String()
+	}
 	c.Metadata = md
 }

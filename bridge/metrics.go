@@ -17,6 +17,7 @@ type metrics struct {
 	latency    *prometheus.HistogramVec
 	age        *prometheus.GaugeVec
 	lag        *prometheus.GaugeVec
+	caughtUp   *prometheus.GaugeVec
 }
 
 // routeLabel is the one label every bridge series carries: the route's name.
@@ -62,15 +63,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Age of the latest forwarded message, from the time in its UUIDv7 ID (end-to-end lag; 0 for IDs without a time)."),
 		lag: gaugeVec("relay_bridge_source_lag_messages",
 			"Messages waiting at the source for the route's group, where the source adapter reports it (relay.LagReporter)."),
+		caughtUp: gaugeVec("relay_bridge_caught_up",
+			"1 while the route is caught up (the cutover signal: source lag 0 and nothing in flight at every check for caught_up_after), else 0."),
 	}
-	reg.MustRegister(m.forwarded, m.failed, m.retries, m.poisoned, m.looped, m.duplicates, m.inFlight, m.inFlightB, m.latency, m.age, m.lag)
+	reg.MustRegister(m.forwarded, m.failed, m.retries, m.poisoned, m.looped, m.duplicates, m.inFlight, m.inFlightB, m.latency, m.age, m.lag, m.caughtUp)
 	return m
 }
 
 // routeMetrics are the series of one route.
 type routeMetrics struct {
 	forwarded, failed, retries, poisoned, looped, duplicates prometheus.Counter
-	inFlight, inFlightBytes, age, lag                        prometheus.Gauge
+	inFlight, inFlightBytes, age, lag, caughtUp              prometheus.Gauge
 	latency                                                  prometheus.Observer
 }
 
@@ -86,6 +89,7 @@ func (m *metrics) route(name string) routeMetrics {
 		inFlightBytes: m.inFlightB.WithLabelValues(name),
 		age:           m.age.WithLabelValues(name),
 		lag:           m.lag.WithLabelValues(name),
+		caughtUp:      m.caughtUp.WithLabelValues(name),
 		latency:       m.latency.WithLabelValues(name),
 	}
 }

@@ -87,6 +87,8 @@ type pageRow struct {
 	InFlight, InFlightBytes               string
 	Retries, Failed, Poisoned             string
 	LastError, LastErrorISO, LastErrorAgo string
+	// Cutover is when the route became caught up, or why it cannot.
+	Cutover, StopWhen string
 }
 
 // serve writes the page with st as its first snapshot. It is safe for
@@ -122,6 +124,13 @@ func (p *page) serve(w http.ResponseWriter, st Status) {
 		}
 		if rs.NotReady != nil {
 			row.NotReady = *rs.NotReady
+		}
+		row.StopWhen = rs.StopWhen
+		switch {
+		case rs.CaughtUpSince != nil:
+			row.Cutover = "since " + rs.CaughtUpSince.UTC().Format("2006-01-02 15:04:05Z")
+		case rs.CaughtUpUnknown != nil:
+			row.Cutover = "no cutover signal: " + *rs.CaughtUpUnknown
 		}
 		switch {
 		case rs.Looped > 0 && rs.Duplicates > 0:

@@ -156,6 +156,7 @@ func (f *forwarder) publishBatch(ctx context.Context, srcs []*relay.Message, spa
 		if t, ok := idTime(srcs[len(srcs)-1].ID); ok {
 			r.m.age.Set(max(0, time.Since(t).Seconds()))
 		}
+		r.cut.forwarded(srcs[len(srcs)-1])
 	}
 	return err
 }

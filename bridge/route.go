@@ -51,6 +51,12 @@ type route struct {
 	lag         atomic.Int64 // valid when lagKnown
 	lagKnown    atomic.Bool
 	rates       rateRing
+	cut         cutover // the caught-up state and what it is based on
+
+	// srcPrefix is "BACKEND:TOPIC@", the start of the relay.SourceKey
+	// value of a copy; set by session before forwarding starts, when
+	// SourcePositions is on.
+	srcPrefix string
 }
 
 // session is one connected run of a route.
@@ -128,6 +134,10 @@ func withQuery(raw string, edit func(url.Values)) string {
 // outlived the shutdown timeout.
 func (r *route) run(ctx context.Context) error {
 	defer r.phase.Store(phaseStopped)
+	// stop ends the route on its own (StopWhen) as the bridge's ctx does.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	r.cut.stop = stop
 	bo := backoff.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		r.phase.Store(phaseStarting)
@@ -237,6 +247,14 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 		}
 	}
 	cancel()
+	r.srcPrefix = ""
+	if r.cfg.SourcePositions {
+		backend := "unknown"
+		if cr, ok := sub.(relay.CapabilityReporter); ok {
+			backend = cr.Capabilities().Backend
+		}
+		r.srcPrefix = backend + ":" + r.cfg.From.Topic + "@"
+	}
 
 	rt, err := router.New(router.Config{CloseTimeout: r.shutdown, Logger: r.log})
 	if err != nil {
@@ -301,10 +319,11 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	<-pollDone
 	if ctx.Err() != nil {
 		r.setErr(errors.New("stopped"))
+		counts := r.finalCounts()
 		if err != nil {
-			r.log.Warn("route drained with errors", "err", err)
+			r.log.Warn("route drained with errors", append(counts, "err", err)...)
 		} else {
-			r.log.Info("route drained")
+			r.log.Info("route drained", counts...)
 		}
 		return connected, err
 	}
@@ -312,40 +331,6 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 		err = errors.New("router stopped")
 	}
 	return connected, err
-}
-
-// poll refreshes the lag gauge (and the source lag of Status) until ctx
-// is done, when the source reports lag (relay.LagReporter). A source that
-// answers ErrNotSupported is not asked again and its lag is unknown; other
-// errors leave the last value.
-func (r *route) poll(ctx context.Context, sub relay.Subscriber) {
-	lr, ok := sub.(relay.LagReporter)
-	if !ok {
-		return
-	}
-	t := time.NewTicker(r.pollInterval)
-	defer t.Stop()
-	for {
-		lctx, cancel := context.WithTimeout(ctx, r.pollInterval)
-		n, err := lr.Lag(lctx, r.cfg.From.Topic)
-		cancel()
-		switch {
-		case err == nil:
-			r.lag.Store(n)
-			r.lagKnown.Store(true)
-			r.m.lag.Set(float64(n))
-		case errors.Is(err, relay.ErrNotSupported):
-			r.lagKnown.Store(false)
-			return
-		default:
-			r.log.Debug("source lag unknown", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 func b2f(b bool) float64 {
@@ -398,6 +383,9 @@ func (s *session) destErr() error {
 // ready returns nil when the route's source is subscribed and both ends
 // report a usable connection, or why not.
 func (r *route) ready() error {
+	if r.cut.drained.Load() && r.phase.Load() == phaseStopped {
+		return nil // done on purpose (StopWhen)
+	}
 	src, dst := r.endpointErrs()
 	if src != nil && src == dst {
 		return src
@@ -469,6 +457,7 @@ func (f *forwarder) handle(ctx context.Context, m *relay.Message) ([]*relay.Mess
 	}
 	r.m.forwarded.Inc()
 	r.m.latency.Observe(time.Since(start).Seconds())
+	r.cut.forwarded(m)
 	if t, ok := idTime(m.ID); ok {
 		r.m.age.Set(max(0, time.Since(t).Seconds()))
 	}

@@ -35,6 +35,10 @@ const (
 	StateStarting = "starting"
 	// StateRunning: subscribed to the source and forwarding.
 	StateRunning = "running"
+	// StateCaughtUp: running, and the source has been empty with nothing
+	// in flight at every check for Route.CaughtUpAfter (CaughtUpSince says
+	// since when): the cutover signal of docs/migration.md.
+	StateCaughtUp = "caught-up"
 	// StateRetrying: the last connection failed or broke (LastError says
 	// why); waiting with backoff before connecting again.
 	StateRetrying = "retrying"
@@ -43,6 +47,9 @@ const (
 	// StateStopped: not forwarding: before Run, after the drain, or after
 	// an endpoint's adapter refused its URL (LastError says why).
 	StateStopped = "stopped"
+	// StateDrained: stopped on its own by Route.StopWhen once its source
+	// was drained.
+	StateDrained = "drained"
 )
 
 // RouteStatus is the live view of one route. Counters count since New.
@@ -83,10 +90,32 @@ type RouteStatus struct {
 	Poisoned   int64 `json:"poisoned"`
 	Looped     int64 `json:"looped"`
 	Duplicates int64 `json:"duplicates"`
+	// CaughtUpSince is when the route became caught up (StateCaughtUp);
+	// nil when it is not.
+	CaughtUpSince *time.Time `json:"caught_up_since"`
+	// CaughtUpUnknown says why the route can never report caught-up (its
+	// source cannot tell its lag); nil when it can.
+	CaughtUpUnknown *string `json:"caught_up_unknown"`
+	// LastForwarded is the latest message the destination confirmed: the
+	// end of the overlap a consumer moving to the destination dedups over
+	// (docs/migration.md); nil before the first.
+	LastForwarded *Forwarded `json:"last_forwarded"`
+	// StopWhen is Route.StopWhen ("drained"), absent when unset.
+	StopWhen string `json:"stop_when,omitempty"`
 	// LastError is the latest error of the route (a failed or retried
 	// publish, a poisoned message, a lost or failed connection), redacted;
 	// nil when there was none.
 	LastError *ErrorStatus `json:"last_error"`
+}
+
+// Forwarded names a message the destination confirmed.
+type Forwarded struct {
+	ID string `json:"id"`
+	// SourcePosition is where it was kept in the source (relay.Position's
+	// form: "3:1042", "1700000000000-0", "1042"); absent for a source
+	// without positions.
+	SourcePosition string    `json:"source_position,omitempty"`
+	Time           time.Time `json:"time"`
 }
 
 // RouteEnd names one end of a route in a RouteStatus.
@@ -161,6 +190,12 @@ func (r *route) status(now time.Time, elapsed time.Duration, stopping bool) Rout
 		n := r.lag.Load()
 		rs.SourceLag = &n
 	}
+	rs.StopWhen = r.cfg.StopWhen
+	rs.CaughtUpUnknown = r.cut.unknown.Load()
+	if l := r.cut.lastForwarded(); l.id != "" {
+		rs.LastForwarded = &Forwarded{ID: l.id, SourcePosition: l.pos.String(), Time: l.at.UTC()}
+	}
+	caughtUp, caught := r.cut.caughtUpSince()
 	if f := r.lastFailure.Load(); f != nil {
 		rs.LastError = &ErrorStatus{Message: redactAll(f.err.Error()), Time: f.at.UTC()}
 	}
@@ -174,12 +209,18 @@ func (r *route) status(now time.Time, elapsed time.Duration, stopping bool) Rout
 	sess := r.sess
 	r.mu.Unlock()
 	switch phase := r.phase.Load(); {
+	case phase == phaseStopped && r.cut.drained.Load():
+		rs.State = StateDrained
 	case phase == phaseStopped:
 		rs.State = StateStopped
-	case stopping:
+	case stopping || r.cut.drained.Load():
 		rs.State = StateDraining
 	case phase == phaseRetrying:
 		rs.State = StateRetrying
+	case sess != nil && sess.subscribed() && caught:
+		rs.State = StateCaughtUp
+		t := caughtUp.UTC()
+		rs.CaughtUpSince = &t
 	case sess != nil && sess.subscribed():
 		rs.State = StateRunning
 	default:

@@ -118,8 +118,8 @@ func TestRoutesReportsForwarding(t *testing.T) {
 		t.Errorf("top-level fields %v", got)
 	}
 	route := raw["routes"].([]any)[0].(map[string]any)
-	want := []string{"duplicates", "failed", "forwarded", "forwarded_per_sec_10s", "forwarded_per_sec_avg", "from",
-		"in_flight", "in_flight_bytes", "last_error", "looped", "name", "not_ready", "poisoned", "ready", "retries",
+	want := []string{"caught_up_since", "caught_up_unknown", "duplicates", "failed", "forwarded", "forwarded_per_sec_10s", "forwarded_per_sec_avg", "from",
+		"in_flight", "in_flight_bytes", "last_error", "last_forwarded", "looped", "name", "not_ready", "poisoned", "ready", "retries",
 		"source_lag", "state", "to"}
 	if got := keys(route); !slices.Equal(got, want) {
 		t.Errorf("route fields %v, want %v", got, want)

@@ -138,6 +138,12 @@ func (r Route) validate(p *problems, path string) {
 		p.add(path+".publish_timeout", "%v: must not be negative", r.PublishTimeout)
 	}
 	r.validateGuarantee(p, path)
+	if r.CaughtUpAfter < 0 {
+		p.add(path+".caught_up_after", "%v: must not be negative", r.CaughtUpAfter)
+	}
+	if r.StopWhen != "" && r.StopWhen != StopWhenDrained {
+		p.add(path+".stop_when", "%q: want %q (or leave it out)", r.StopWhen, StopWhenDrained)
+	}
 	if rt := r.Retry; rt != nil {
 		if rt.MaxAttempts < 0 {
 			p.add(path+".retry.max_attempts", "%d: must be at least 1", rt.MaxAttempts)

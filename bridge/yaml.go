@@ -400,6 +400,9 @@ func (d *decoder) route(n *yaml.Node, path string, r *Route) {
 		field{"batch", d.int(&r.Batch)},
 		field{"publish_timeout", d.duration(&r.PublishTimeout)},
 		field{"guarantee", d.guarantee(&r.Guarantee)},
+		field{"caught_up_after", d.duration(&r.CaughtUpAfter)},
+		field{"stop_when", d.str(&r.StopWhen)},
+		field{"source_positions", d.bool(&r.SourcePositions)},
 		field{"retry", func(n *yaml.Node, path string) {
 			r.Retry = &Retry{}
 			d.mapping(n, path,

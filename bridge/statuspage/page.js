@@ -183,6 +183,9 @@
     var state = el("td", "state");
     state.appendChild(el("span", "badge", r.state));
     if (r.not_ready) { state.appendChild(el("span", "why", "not ready: " + r.not_ready)); }
+    if (r.caught_up_since) { state.appendChild(el("span", "sub cutover", "since " + r.caught_up_since.replace("T", " ").replace(/\.\d+Z$/, "Z"))); }
+    if (r.caught_up_unknown) { state.appendChild(el("span", "sub cutover", "no cutover signal: " + r.caught_up_unknown)); }
+    if (r.stop_when) { state.appendChild(el("span", "sub", "stops when " + r.stop_when)); }
     tr.appendChild(state);
 
     var fwd = el("td", "num forwarded");

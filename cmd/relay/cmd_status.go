@@ -23,53 +23,37 @@ messages forwarded (total and per second over the last 10 s), messages in
 flight, source lag, retries, poisoned messages and the last error. It reads
 GET /routes from the bridge's HTTP endpoint (see docs/bridge.md for the JSON,
 which --json prints as is). URLs and errors come redacted from the bridge.
-Exits 1 when no bridge answers at the address.`)
+Exits 1 when no bridge answers at the address.
+
+With --wait caught-up --route NAME it waits instead until the route's state
+is caught-up (its source has been empty with nothing in flight for the
+route's caught_up_after: the cutover signal of docs/migration.md) and exits
+0, or exits 1 after --timeout with the route's last state and lag, or at
+once when the route cannot report caught-up (its source cannot tell its
+lag). --wait drained waits for a route with stop_when: drained to stop.`)
 	addr := fs.String("http", bridge.DefaultHTTPAddress, "`address` of the bridge's HTTP endpoint (its http.address or --http), or a base URL http://host:port")
 	asJSON := fs.Bool("json", false, "print the JSON of /routes instead of a table")
-	timeout := fs.Duration("timeout", 5*time.Second, "bound for the request")
+	timeout := fs.Duration("timeout", 5*time.Second, "bound for the request; with --wait, for the wait")
+	wait := fs.String("wait", "", "`state` to wait for: caught-up or drained (needs --route)")
+	routeName := fs.String("route", "", "`name` of the route --wait watches")
 	if code, ok := parse(fs, args, 0, 0); !ok {
 		return code
 	}
 	if *timeout <= 0 {
 		return usageErr(e, "status", fmt.Sprintf("--timeout %v: must be positive", *timeout))
 	}
-	base := *addr
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	target := strings.TrimSuffix(base, "/") + "/routes"
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return usageErr(e, "status", fmt.Sprintf("--http %q: %v", *addr, err))
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		reason := err.Error()
-		var ue *url.Error
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			reason = fmt.Sprintf("no answer within %v", *timeout)
-		case errors.As(err, &ue):
-			reason = ue.Err.Error() // without the URL, which the message names
+	if *wait != "" {
+		if *wait != bridge.StateCaughtUp && *wait != bridge.StateDrained {
+			return usageErr(e, "status", fmt.Sprintf("--wait %q: want %s or %s", *wait, bridge.StateCaughtUp, bridge.StateDrained))
 		}
-		fmt.Fprintf(e.stderr, "relay status: no bridge answers at %s: %s (is relay bridge running there? see its http.address, or pass --http ADDR)\n", *addr, reason)
-		return exitFailure
+		if *routeName == "" {
+			return usageErr(e, "status", "--wait needs --route NAME")
+		}
+		return waitState(e, *addr, *routeName, *wait, *timeout)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	st, body, err := fetchStatus(*addr, *timeout)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "relay status: reading %s: %v\n", target, err)
-		return exitFailure
-	}
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(e.stderr, "relay status: %s answered %s: not a relay bridge of this version (no /routes)\n", target, resp.Status)
-		return exitFailure
-	}
-	var st bridge.Status
-	if err := json.Unmarshal(body, &st); err != nil {
-		fmt.Fprintf(e.stderr, "relay status: %s did not answer with a bridge status: %v\n", target, err)
+		fmt.Fprintf(e.stderr, "relay status: %v\n", err)
 		return exitFailure
 	}
 	if *asJSON {
@@ -78,6 +62,107 @@ Exits 1 when no bridge answers at the address.`)
 	}
 	printStatus(e.stdout, st)
 	return exitOK
+}
+
+// fetchStatus reads GET /routes of the bridge at addr, within timeout.
+func fetchStatus(addr string, timeout time.Duration) (bridge.Status, []byte, error) {
+	var st bridge.Status
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	target := strings.TrimSuffix(base, "/") + "/routes"
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return st, nil, fmt.Errorf("--http %q: %v", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		reason := err.Error()
+		var ue *url.Error
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			reason = fmt.Sprintf("no answer within %v", timeout)
+		case errors.As(err, &ue):
+			reason = ue.Err.Error() // without the URL, which the message names
+		}
+		return st, nil, fmt.Errorf("no bridge answers at %s: %s (is relay bridge running there? see its http.address, or pass --http ADDR)", addr, reason)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return st, nil, fmt.Errorf("reading %s: %v", target, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return st, nil, fmt.Errorf("%s answered %s: not a relay bridge of this version (no /routes)", target, resp.Status)
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, nil, fmt.Errorf("%s did not answer with a bridge status: %v", target, err)
+	}
+	return st, body, nil
+}
+
+// waitState polls the bridge at addr every 200ms until route is in state
+// want, for up to timeout. A bridge that does not answer is asked again
+// until the timeout (it may be starting); a route it does not have, or
+// that can never be caught up, fails at once.
+func waitState(e *env, addr, route, want string, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		left := time.Until(deadline)
+		st, _, err := fetchStatus(addr, max(min(left, 5*time.Second), 100*time.Millisecond))
+		switch {
+		case err != nil:
+			last = err.Error()
+		default:
+			rs, ok := findRoute(st, route)
+			if !ok {
+				names := make([]string, len(st.Routes))
+				for i, r := range st.Routes {
+					names[i] = r.Name
+				}
+				fmt.Fprintf(e.stderr, "relay status: bridge %s has no route %q (it has: %s)\n", st.Bridge, route, strings.Join(names, ", "))
+				return exitFailure
+			}
+			if rs.State == want {
+				fmt.Fprintf(e.stdout, "route %s: %s (forwarded %d, source lag %s)\n", route, rs.State, rs.Forwarded, lagText(rs.SourceLag))
+				return exitOK
+			}
+			if want == bridge.StateCaughtUp && rs.CaughtUpUnknown != nil {
+				fmt.Fprintf(e.stderr, "relay status: route %s can never report caught-up: %s\n", route, *rs.CaughtUpUnknown)
+				return exitFailure
+			}
+			if want == bridge.StateCaughtUp && (rs.State == bridge.StateDrained || rs.State == bridge.StateStopped) {
+				fmt.Fprintf(e.stderr, "relay status: route %s is %s: it will not be caught up\n", route, rs.State)
+				return exitFailure
+			}
+			last = fmt.Sprintf("route %s is %s, source lag %s, %d in flight", route, rs.State, lagText(rs.SourceLag), rs.InFlight)
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(e.stderr, "relay status: route %s not %s after %v: %s\n", route, want, timeout, last)
+			return exitFailure
+		}
+		time.Sleep(min(200*time.Millisecond, max(time.Until(deadline), 0)))
+	}
+}
+
+func findRoute(st bridge.Status, name string) (bridge.RouteStatus, bool) {
+	for _, r := range st.Routes {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return bridge.RouteStatus{}, false
+}
+
+func lagText(lag *int64) string {
+	if lag == nil {
+		return "unknown"
+	}
+	return strconv.FormatInt(*lag, 10)
 }
 
 // printStatus writes st as a table, one route a line, then the last error
@@ -111,6 +196,19 @@ func printStatus(w io.Writer, st bridge.Status) {
 		}
 		if r.NotReady != nil && r.State == bridge.StateRunning {
 			fmt.Fprintf(w, "%s: not ready: %s\n", r.Name, *r.NotReady)
+		}
+		if r.CaughtUpSince != nil {
+			fmt.Fprintf(w, "%s: caught up since %s (%s)\n", r.Name, r.CaughtUpSince.Format(time.RFC3339), st.Time.Sub(*r.CaughtUpSince).Round(time.Second))
+		}
+		if r.CaughtUpUnknown != nil {
+			fmt.Fprintf(w, "%s: cannot report caught-up: %s\n", r.Name, *r.CaughtUpUnknown)
+		}
+		if f := r.LastForwarded; f != nil {
+			pos := ""
+			if f.SourcePosition != "" {
+				pos = " at source position " + f.SourcePosition
+			}
+			fmt.Fprintf(w, "%s: last forwarded %s%s, %s\n", r.Name, f.ID, pos, f.Time.Format(time.RFC3339Nano))
 		}
 	}
 }

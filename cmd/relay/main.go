@@ -10,6 +10,8 @@
 //	relay replay   URL POISON_TOPIC --group G   send poisoned messages back
 //	relay provision URL TOPIC --group G         create a topic and a group
 //	relay status   [--http ADDR]                print a running bridge's routes
+//	relay verify   -c bridge.yaml               compare a route's source and destination
+//	relay migrate offsets --from URL --to URL --group G   translate Kafka group offsets
 //
 // Every command takes --help. Exit codes: 0 success; 1 runtime failure
 // (cannot connect, publish failed, timeout, drain timed out, no bridge
@@ -60,7 +62,9 @@ func init() {
 		{"bench", "measure publish and consume throughput and latency", runBench},
 		{"replay", "move messages from a poison topic back to their origin", runReplay},
 		{"provision", "create a topic and a consumer group so that messages are kept for it", runProvision},
-		{"status", "print the routes of a running bridge: state, rates, in flight, lag, errors", runStatus},
+		{"status", "print the routes of a running bridge: state, rates, in flight, lag, errors; --wait caught-up", runStatus},
+		{"verify", "compare a route's source and destination: missing, extra and mismatched IDs", runVerify},
+		{"migrate", "migrate offsets: translate Kafka consumer group offsets to the destination", runMigrate},
 		{"version", "print the version and the URL schemes this binary supports", runVersion},
 	}
 }
