@@ -350,8 +350,41 @@ func BenchmarkRouteGuarantee(b *testing.B) {
 // relay.ExactlyOnce, from and to must be one Kafka cluster; the source
 // gets a transactional_id.
 func measureForward(b *testing.B, from, to benchBackend, g relay.Guarantee) float64 {
-	rate, _ := runForward(b, from, to, g, from.subURL("bridge"), to.pubURL)
+	rate, _ := runForward(b, from, to, g, from.subURL("bridge"), to.pubURL, nil)
 	return rate
+}
+
+// BenchmarkRouteSourcePositions measures what source_positions costs: a
+// kafka -> kafka route (one kfake cluster) and a redis -> redis route
+// forwarding a backlog with the option off and on, in interleaved rounds,
+// reporting each rate, the machine's busy CPU per message, and the ratios
+// on/off. Run it with:
+//
+//	go test -run '^$' -bench BenchmarkRouteSourcePositions -benchtime 3x -timeout 30m ./bridge
+func BenchmarkRouteSourcePositions(b *testing.B) {
+	holdBrokers(b)
+	redis := testenv.Redis(b)
+	for _, be := range []benchBackend{kafkaBackend(b), {"redis", redis, withGroup(redis), newRawRedis(b, redis)}} {
+		b.Run(be.name, func(b *testing.B) {
+			defer func(n int) { benchMessages = n }(benchMessages)
+			benchMessages = routeMessages(b, be, be)
+			var rate, cpu [2]float64
+			for round := range b.N {
+				for i, on := range []bool{false, true} {
+					r, busy := runForward(b, be, be, relay.AtLeastOnce, be.subURL("bridge"), be.pubURL,
+						func(rt *bridge.Route) { rt.SourcePositions = on })
+					rate[i] += r / float64(b.N)
+					cpu[i] += perMessage(busy, benchMessages) / float64(b.N)
+					b.Logf("round %d: source_positions %v: %.0f msg/s, %.2f cpu-µs/msg", round+1, on, r, perMessage(busy, benchMessages))
+				}
+			}
+			b.ReportMetric(rate[0], "off-msg/s")
+			b.ReportMetric(rate[1], "on-msg/s")
+			b.ReportMetric(rate[1]/rate[0], "ratio-on/off")
+			b.ReportMetric(cpu[0], "off-cpu-µs/msg")
+			b.ReportMetric(cpu[1], "on-cpu-µs/msg")
+		})
+	}
 }
 
 // runForward is measureForward with the bridge's source and destination
@@ -359,7 +392,7 @@ func measureForward(b *testing.B, from, to benchBackend, g relay.Guarantee) floa
 // proxy); provisioning and filling use from and to. Beside the rate it
 // returns the machine's busy CPU time from the first message forwarded to
 // the last, the span of the rate (see machineBusy).
-func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, dstURL string) (float64, time.Duration) {
+func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, dstURL string, edit func(*bridge.Route)) (float64, time.Duration) {
 	run := benchID()
 	in, out := "bench-in-"+run, "bench-out-"+run
 	defer from.raw.drop(in, "bridge")
@@ -373,12 +406,16 @@ func runForward(b *testing.B, from, to benchBackend, g relay.Guarantee, srcURL, 
 	if g == relay.ExactlyOnce {
 		srcURL = testenv.WithParams(srcURL, "transactional_id", "bench-"+run)
 	}
-	br, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{{
+	rt := bridge.Route{
 		Name:      "bench",
 		From:      bridge.Source{URL: srcURL, Topic: in},
 		To:        bridge.Destination{URL: dstURL, Topic: out},
 		Guarantee: g,
-	}}}, bridge.Options{Logger: quiet, Registry: reg})
+	}
+	if edit != nil {
+		edit(&rt)
+	}
+	br, err := bridge.New(bridge.Config{HTTP: bridge.HTTPConfig{Disabled: true}, Routes: []bridge.Route{rt}}, bridge.Options{Logger: quiet, Registry: reg})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -797,7 +797,7 @@ func measureForwardCounted(b *testing.B, from, to benchBackend) forwardCalls {
 		ep, fc.dst = countingProxy(b, sqsSvc.Endpoint)
 		dstURL = testenv.WithParams(dstURL, "endpoint", ep)
 	}
-	fc.rate, fc.busy = runForward(b, from, to, relay.AtLeastOnce, srcURL, dstURL)
+	fc.rate, fc.busy = runForward(b, from, to, relay.AtLeastOnce, srcURL, dstURL, nil)
 	// A call moves at most ten messages: fewer calls than that through a
 	// proxy mean the bridge's calls went around it.
 	if fc.src != nil && fc.src.get("ReceiveMessage") < int64(benchMessages/10) {
