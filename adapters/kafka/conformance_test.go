@@ -134,6 +134,11 @@ type balancedSub struct {
 	ends []func()
 }
 
+// ReadHistory passes relay.HistoryReader through the wrapper.
+func (b *balancedSub) ReadHistory(ctx context.Context, topic string, w relay.Window, fn func(relay.Stored) error) error {
+	return b.Subscriber.(relay.HistoryReader).ReadHistory(ctx, topic, w, fn)
+}
+
 // liveCount counts the live subscriptions per group, subscriber and topic.
 type liveCount struct {
 	mu sync.Mutex

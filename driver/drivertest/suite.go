@@ -41,6 +41,7 @@ var checks = []check{
 	{"NackAfterWindow", "a message waiting out a NackAfter holds no slot of the in-flight window", nackAfterWindow},
 	{"DelayedDelivery", "Message.DeliverAt: nothing delivered before its time, everything after it, in due order where the backend orders; refused where unsupported", delayedDelivery},
 	{"DelayedAcrossRestart", "a delayed message that falls due while no subscriber runs reaches the next one", delayedAcrossRestart},
+	{"History", "ReadHistory (where implemented) reads every message byte-exact with its position, consumes nothing, and a delivery's Position is the history's", history},
 	{"ContextCancel", "cancelling the Subscribe ctx closes the channel", contextCancel},
 	{"Close", "Close is idempotent, closes every channel before returning, rejects later use with ErrClosed", closeSemantics},
 	{"Oversize", "a message over the backend's limit is refused with a typed error", oversize},
