@@ -263,6 +263,15 @@ func runbook(t *testing.T, c migrationCase) {
 	if c.keep && !strings.Contains(out, "(history read)") {
 		t.Errorf("relay verify did not read the source's history:\n%s", out)
 	}
+	if c.noHistory {
+		// An ID the destination never got: reported, exit 1.
+		ghost := relay.NewID()
+		args[len(args)-1] = writeFile(t, "ids2.txt", strings.Join(append(published, ghost), "\n"))
+		code, out, errOut := runRelay(t, nil, args...)
+		if code != 1 || !strings.Contains(out, "missing      1\n    "+ghost+"\n") || !strings.Contains(errOut, "1 missing") {
+			t.Errorf("relay verify with an ID the destination lacks = %d:\n%s%s", code, out, errOut)
+		}
+	}
 }
 
 // consumeFirst consumes topic in group on b, acks the first n messages
