@@ -351,8 +351,7 @@ func (r *eoReceiver) deliver(max int) []driver.Received {
 		key := eoKey{rec.Partition, rec.Offset}
 		r.attempts[key]++
 		decodeInto(&msgs[i], rec, r.arena)
-		out[i] = driver.Received{Msg: &msgs[i], Attempt: r.attempts[key], Handle: h,
-			Position: relay.PartitionPosition(rec.Partition, rec.Offset)}
+		out[i] = driver.Received{Msg: &msgs[i], Attempt: r.attempts[key], Handle: h, Position: relay.PartitionPosition(rec.Partition, rec.Offset)}
 	}
 	r.next += k
 	r.mu.Lock()
