@@ -21,8 +21,12 @@
 //     (see Delay) and declares Capabilities().DelayedDelivery; the shared
 //     publisher refuses what that does not cover (CheckDelay).
 //   - SubscribeDriver: Subscribe starts one Receiver per (topic, group)
-//     subscription. Optional: ProvisionDriver, LagDriver,
-//     RemoveTopicDriver, relay.HealthChecker, DueHolder.
+//     subscription. Optional: ProvisionDriver, LagDriver (count what the
+//     group took and has not acknowledged too: the bridge's caught-up
+//     state reads lag 0 as "everything confirmed"), HistoryDriver (read
+//     a topic without consuming, for relay verify), RemoveTopicDriver,
+//     relay.HealthChecker, DueHolder. A Received carries the message's
+//     Position where the broker has lasting coordinates.
 //   - Receiver: Receive returns between 1 and max messages (blocking until
 //     it has some or ctx is done; or none and no error after a broker call
 //     that answered with nothing, such as an empty long poll, so that the
