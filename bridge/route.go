@@ -57,7 +57,29 @@ type route struct {
 type session struct {
 	pubH relay.HealthChecker
 	subH relay.HealthChecker
+	subA relay.AssignmentReporter
 	rt   *router.Router
+}
+
+// holds is what the session's member holds of topic: the source's
+// relay.Assignment, or competing when it cannot tell.
+func (s *session) holds(topic string) *HoldsStatus {
+	h := &HoldsStatus{Mode: relay.ShareCompeting}
+	if s.subA == nil {
+		return h
+	}
+	a, err := s.subA.Assignment(topic)
+	if err != nil {
+		return h
+	}
+	h.Mode = a.Mode
+	switch a.Mode {
+	case relay.SharePartitions:
+		h.Partitions = a.Partitions
+	case relay.ShareSingleActive:
+		h.Active = &a.Active
+	}
+	return h
 }
 
 func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics) *route {
@@ -129,8 +151,12 @@ func withQuery(raw string, edit func(url.Values)) string {
 func (r *route) run(ctx context.Context) error {
 	defer r.phase.Store(phaseStopped)
 	bo := backoff.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
+	fences := 0 // fences in a row with nothing forwarded in between
 	for {
-		r.phase.Store(phaseStarting)
+		if r.phase.Load() != phaseFenced {
+			r.phase.Store(phaseStarting)
+		}
+		before := count(r.m.forwarded)
 		connected, err := r.session(ctx)
 		if ctx.Err() != nil {
 			if !connected {
@@ -139,6 +165,20 @@ func (r *route) run(ctx context.Context) error {
 			return err
 		}
 		r.fail(err)
+		if errors.Is(err, relay.ErrFenced) {
+			if count(r.m.forwarded) > before {
+				fences = 0
+			}
+			fences++
+			if err := r.fenced(err, fences); err != nil {
+				return err
+			}
+			bo.Reset()
+			if !bo.Sleep(ctx) {
+				return nil
+			}
+			continue
+		}
 		if !connected && badEndpoint(err) {
 			// Retrying cannot fix a URL the adapter refuses (Validate
 			// catches these first for adapters that implement
@@ -157,6 +197,31 @@ func (r *route) run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// maxFences is how many fences in a row, with nothing forwarded in
+// between, a route takes before it gives up (see fenced).
+const maxFences = 3
+
+// fenced handles a fenced session (relay.ErrFenced, err): the route's
+// state is StateFenced (not ready) until a new session subscribes, which
+// run opens at once, with a new producer epoch and group membership. It
+// returns an ErrUnrecoverable error instead when a new session cannot
+// help: another live instance has the same identity (relay.ErrTakenOver),
+// or the route was fenced maxFences times in a row without forwarding.
+func (r *route) fenced(err error, inARow int) error {
+	r.setErr(err)
+	switch {
+	case errors.Is(err, relay.ErrTakenOver):
+		r.log.Error("route fenced by another instance with the same identity; stopping (give every replica its own)", "err", err)
+		return fmt.Errorf("%w: %w", ErrUnrecoverable, err)
+	case inARow >= maxFences:
+		r.log.Error("route fenced again and again without forwarding; stopping", "fences", inARow, "err", err)
+		return fmt.Errorf("%w: fenced %d times in a row without forwarding: %w", ErrUnrecoverable, inARow, err)
+	}
+	r.phase.Store(phaseFenced)
+	r.log.Warn("route fenced; it left the group and opens a new session", "err", err, "fences_in_a_row", inARow)
+	return nil
 }
 
 // open opens the destination publisher and the source subscriber: for an
@@ -275,6 +340,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	s := &session{rt: rt}
 	s.pubH, _ = pub.(relay.HealthChecker)
 	s.subH, _ = sub.(relay.HealthChecker)
+	s.subA, _ = sub.(relay.AssignmentReporter)
 	r.mu.Lock()
 	r.sess = s
 	r.mu.Unlock()
@@ -307,6 +373,13 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 			r.log.Info("route drained")
 		}
 		return connected, err
+	}
+	if s.subH != nil {
+		// A fenced source ends its subscription; the router only says it
+		// ended.
+		if herr := s.subH.Health(); errors.Is(herr, relay.ErrFenced) {
+			err = herr
+		}
 	}
 	if err == nil {
 		err = errors.New("router stopped")
@@ -369,6 +442,12 @@ func (s *session) subscribed() bool {
 	default:
 		return true
 	}
+}
+
+// fenced reports whether the session's source says it was fenced
+// (relay.ErrFenced): it ends its subscription, and the route opens another.
+func (s *session) fenced() bool {
+	return s.subH != nil && errors.Is(s.subH.Health(), relay.ErrFenced)
 }
 
 func (s *session) sourceErr() error {

@@ -114,6 +114,12 @@ type LagDriver interface {
 	Lag(ctx context.Context, topic string) (int64, error)
 }
 
+// AssignmentDriver is optionally implemented by a SubscribeDriver; see
+// relay.AssignmentReporter.
+type AssignmentDriver interface {
+	Assignment(topic string) (relay.Assignment, error)
+}
+
 // Subscriber is a relay.Subscriber over a SubscribeDriver.
 type Subscriber struct {
 	d    SubscribeDriver
@@ -229,6 +235,19 @@ func (s *Subscriber) Lag(ctx context.Context, topic string) (int64, error) {
 		return 0, relay.ErrNotSupported
 	}
 	return l.Lag(ctx, topic)
+}
+
+// Assignment implements relay.AssignmentReporter; ErrNotSupported if the
+// driver cannot tell.
+func (s *Subscriber) Assignment(topic string) (relay.Assignment, error) {
+	if s.isClosed() {
+		return relay.Assignment{}, relay.ErrClosed
+	}
+	a, ok := s.d.(AssignmentDriver)
+	if !ok {
+		return relay.Assignment{}, relay.ErrNotSupported
+	}
+	return a.Assignment(topic)
 }
 
 func (s *Subscriber) isClosed() bool {

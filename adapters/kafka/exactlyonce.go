@@ -117,6 +117,9 @@ func NewExactlyOnce(ctx context.Context, cfg ExactlyOnceConfig) (relay.ExactlyOn
 		kgo.Balancers(sc.balancer()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
+	p := &eoPair{cfg: sc, log: sc.Logger.With("backend", "kafka", "group", sc.Group, "transactional_id", pc.TransactionalID),
+		fenced: make(chan struct{})}
+	opts = append(opts, p.assigned.opts(nil, nil)...)
 	sess, err := kgo.NewGroupTransactSession(append(opts, pc.txOpts()...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("relay/kafka: %w", err)
@@ -125,9 +128,10 @@ func NewExactlyOnce(ctx context.Context, cfg ExactlyOnceConfig) (relay.ExactlyOn
 		sess.Close()
 		return nil, nil, txError(fmt.Sprintf("registering transactional_id %q with %v", pc.TransactionalID, sc.Brokers), err)
 	}
-	p := &eoPair{sess: sess, cfg: sc, log: sc.Logger.With("backend", "kafka", "group", sc.Group, "transactional_id", pc.TransactionalID)}
+	p.sess = sess
 	p.refs.Store(2)
 	p.tp = newTxProducer(sess.Client(), &pc, h, fmt.Sprintf("exactly-once publisher %q (publish while handling a message of its subscriber)", pc.TransactionalID))
+	p.tp.onFence = p.fence
 	p.tp.onClose = p.release
 	p.pub = driver.NewPublisher(p.tp, 0)
 	d := &eoDriver{p: p, topics: p.tp.topics, health: h}
@@ -186,10 +190,29 @@ type eoPair struct {
 	pub  *driver.Publisher
 	sub  *eoSubscriber
 	refs atomic.Int32 // halves not closed yet
+	// assigned is what the pair's member holds (see eoDriver.Assignment).
+	assigned assigned
+
+	// fenced is closed once the producer was fenced (p.fence): the
+	// subscription then ends at once, leaving the group, without waiting
+	// for the records of its transaction.
+	fenced    chan struct{}
+	fenceOnce sync.Once
 
 	mu     sync.Mutex
 	active bool  // a subscription runs
 	failed error // the error that ended the session for good (fenced)
+}
+
+// fence ends the pair after a fencing error (relay.ErrFenced): Health
+// reports it and the subscription ends (see eoReceiver.Receive).
+func (p *eoPair) fence(err error) {
+	p.fail(err)
+	p.fenceOnce.Do(func() {
+		p.log.Error("relay/kafka: exactly-once pair fenced; it leaves the group and ends its subscription "+
+			"(open a new pair: the bridge does)", "err", err)
+		close(p.fenced)
+	})
 }
 
 // release closes the session when both halves are closed.
@@ -211,6 +234,19 @@ func (p *eoPair) fail(err error) {
 type eoSubscriber struct {
 	*driver.Subscriber
 	p *eoPair
+}
+
+// Health implements relay.HealthChecker: the error that ended the pair
+// (relay.ErrFenced wrapped, once fenced), also after Close, so that whoever
+// ran it can tell a fence from another end; else the subscriber's health.
+func (s *eoSubscriber) Health() error {
+	s.p.mu.Lock()
+	err := s.p.failed
+	s.p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.Subscriber.Health()
 }
 
 // ExactlyOnceWith implements relay.ExactlyOnceSubscriber.
@@ -306,6 +342,7 @@ type eoReceiver struct {
 	topic string
 	arena *driver.Arena // nil with share_payloads=true (see decodeInto)
 
+	left     bool          // left the group after a fence
 	batch    []*kgo.Record // the polled records of the open transaction
 	next     int           // batch[next:] are not delivered yet
 	attempts map[eoKey]int // deliveries of records not committed yet
@@ -323,6 +360,9 @@ const endTimeout = 30 * time.Second
 
 func (r *eoReceiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
+		if err := r.fencedErr(ctx); err != nil {
+			return nil, err
+		}
 		if r.next < len(r.batch) {
 			return r.deliver(max), nil
 		}
@@ -371,10 +411,39 @@ func (r *eoReceiver) waitSettled(ctx context.Context) error {
 		}
 		select {
 		case <-r.settled:
+		case <-r.p.fenced:
+			return r.fencedErr(ctx)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// fencedErr returns nil while the pair is not fenced. Once it is, it
+// leaves the group (so that the other members take its partitions at once,
+// not after the session timeout) the first time, and returns the fencing
+// error as relay.ErrClosed: the subscription ends, and the records of the
+// open transaction are delivered again to whoever owns their partitions
+// (the transaction is aborted: by the coordinator, which already did, or
+// by the new epoch of a new pair).
+func (r *eoReceiver) fencedErr(ctx context.Context) error {
+	select {
+	case <-r.p.fenced:
+	default:
+		return nil
+	}
+	if !r.left {
+		r.left = true
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), brokerTimeout)
+		if err := r.p.sess.Client().LeaveGroupContext(lctx); err != nil && !isCtxErr(err) {
+			r.p.log.Warn("relay/kafka: leaving the group after the fence", "err", err)
+		}
+		cancel()
+	}
+	r.p.mu.Lock()
+	err := r.p.failed
+	r.p.mu.Unlock()
+	return fmt.Errorf("%w: %w", relay.ErrClosed, err)
 }
 
 // end commits or aborts the open transaction. An error ends the
@@ -391,10 +460,12 @@ func (r *eoReceiver) end(ctx context.Context) error {
 	err := r.p.tp.end(func() error {
 		var err error
 		committed, err = r.p.sess.End(ectx, kgo.TransactionEndTry(commit))
-		return err
+		return r.p.tp.txError("end transaction", err, r.p.tp.endAge)
 	})
+	if errors.Is(err, relay.ErrFenced) {
+		return r.fencedErr(ctx) // fenced by txError
+	}
 	if err != nil {
-		err = txError("end transaction", err)
 		r.p.fail(err)
 		r.p.log.Error("relay/kafka: exactly-once transaction failed; the subscription ends, its records will be redelivered",
 			"topic", r.topic, "records", len(batch), "err", err)
@@ -413,9 +484,23 @@ func (r *eoReceiver) end(ctx context.Context) error {
 
 // poll waits for records and begins their transaction.
 func (r *eoReceiver) poll(ctx context.Context, n int) error {
-	fs := r.p.sess.PollRecords(ctx, max(r.p.cfg.InFlight, n))
+	pctx, cancel := context.WithCancel(ctx)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // a fence met by a publish ends the wait for records
+		select {
+		case <-r.p.fenced:
+			cancel()
+		case <-stop:
+		}
+	}()
+	fs := r.p.sess.PollRecords(pctx, max(r.p.cfg.InFlight, n))
+	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err := r.fencedErr(ctx); err != nil {
+		return err
 	}
 	if fs.IsClientClosed() {
 		return fmt.Errorf("relay/kafka: %w", relay.ErrClosed)
@@ -430,6 +515,9 @@ func (r *eoReceiver) poll(ctx context.Context, n int) error {
 		return nil
 	}
 	if err := r.p.tp.begin(r.p.sess.Begin); err != nil {
+		if errors.Is(err, relay.ErrFenced) {
+			return r.fencedErr(ctx)
+		}
 		r.p.fail(err)
 		return fmt.Errorf("%w: %w", relay.ErrClosed, err)
 	}
@@ -486,9 +574,11 @@ func (r *eoReceiver) Close(ctx context.Context) error {
 		r.batch = nil
 		err = r.p.tp.end(func() error {
 			_, err := r.p.sess.End(ctx, kgo.TransactionEndTry(commit))
-			return err
+			return r.p.tp.txError("end the transaction at the end of the subscription", err, r.p.tp.endAge)
 		})
-		err = txError("end the transaction at the end of the subscription", err)
+		if errors.Is(err, relay.ErrFenced) {
+			err = nil // the coordinator or a newer epoch aborts it; reported by fence
+		}
 	}
 	r.p.sess.Client().PurgeTopicsFromConsuming(r.topic)
 	r.p.mu.Lock()
