@@ -45,6 +45,7 @@ type sharedSubscriber interface {
 	relay.CapabilityReporter
 	relay.HealthChecker
 	relay.LagReporter
+	relay.AssignmentReporter
 	driver.BatchSubscriber
 	RemoveTopic(ctx context.Context, topic string) error
 }
@@ -87,7 +88,8 @@ type subDriver struct {
 
 	mu     sync.Mutex
 	dlxGen uint64
-	closed bool // set by Close before it waits for bg
+	closed bool                 // set by Close before it waits for bg
+	recvs  map[string]*receiver // the subscriptions, by topic (Assignment)
 
 	bg sync.WaitGroup // background channel closes and Lag declares
 }
@@ -179,6 +181,12 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		delayReady: map[int]uint64{},
 		log:        d.log.With("topic", topic),
 	}
+	d.mu.Lock()
+	if d.recvs == nil {
+		d.recvs = map[string]*receiver{}
+	}
+	d.recvs[topic] = r
+	d.mu.Unlock()
 	if d.sup.current() != 0 {
 		// Bounded by connect_timeout too: a broker that does not answer
 		// within it is taken as hung (the connection is redialled) and the
@@ -188,12 +196,42 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		cancel()
 		if err != nil {
 			if isPermanent(err) || errors.Is(err, relay.ErrClosed) || ctx.Err() != nil {
+				d.forget(r)
 				return nil, err
 			}
 			d.log.Warn("relay: subscribing failed; retrying", "topic", topic, "err", err)
 		}
 	}
 	return r, nil
+}
+
+// forget drops r from the subscriptions Assignment reports.
+func (d *subDriver) forget(r *receiver) {
+	d.mu.Lock()
+	if d.recvs[r.topic] == r {
+		delete(d.recvs, r.topic)
+	}
+	d.mu.Unlock()
+}
+
+// Assignment implements driver.AssignmentDriver: with
+// single_active_consumer=true, whether this member is the queue's active
+// consumer (a delivery arrived since it last started consuming: a waiting
+// one gets none, so an active consumer of an empty queue reports false
+// too); competing consumers otherwise.
+func (d *subDriver) Assignment(topic string) (relay.Assignment, error) {
+	if !d.cfg.SingleActiveConsumer {
+		return relay.Assignment{Mode: relay.ShareCompeting}, nil
+	}
+	d.mu.Lock()
+	r := d.recvs[topic]
+	d.mu.Unlock()
+	if r == nil {
+		return relay.Assignment{}, fmt.Errorf("%w: topic %q is not subscribed", relay.ErrNotSupported, topic)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return relay.Assignment{Mode: relay.ShareSingleActive, Active: r.delivered && r.deliveries != nil}, nil
 }
 
 // Health implements relay.HealthChecker: nil while connected.
