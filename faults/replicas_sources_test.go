@@ -87,8 +87,10 @@ func TestReplicasSQS(t *testing.T) {
 }
 
 // sqsBase is the sqs:// base URL of the goaws this test binary shares.
-func sqsBase(t *testing.T) string {
-	svc := netSQSService(t)
+func sqsBase(t *testing.T) string { return sqsURLOf(netSQSService(t)) }
+
+// sqsURLOf is the sqs:// base URL of svc.
+func sqsURLOf(svc *testenv.SQSService) string {
 	q := url.Values{}
 	q.Set("region", svc.Region)
 	if svc.Endpoint != "" {
