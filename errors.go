@@ -33,6 +33,19 @@ var (
 	ErrDelayUnsupported = fmt.Errorf("%w: delayed delivery (Message.DeliverAt)", ErrNotSupported)
 	// ErrInvalidTopic is returned for an empty or malformed topic name.
 	ErrInvalidTopic = errors.New("relay: invalid topic name")
+	// ErrFenced is matched by the error of a session the broker fenced:
+	// its work now belongs to another member (a Kafka transactional
+	// producer whose transaction timed out during a pause, or that a
+	// newer client replaced), so it can neither commit nor publish again.
+	// The session must be closed; a new one (a new producer epoch, a new
+	// group membership) may carry on, unless the error also matches
+	// ErrTakenOver.
+	ErrFenced = errors.New("relay: fenced")
+	// ErrTakenOver wraps ErrFenced: a live client with this one's identity
+	// (a Kafka transactional_id) replaced it. Opening a new session would
+	// fence that client in turn: two running instances share an identity
+	// that must be unique.
+	ErrTakenOver = fmt.Errorf("%w: taken over by another client with the same identity", ErrFenced)
 )
 
 // URLError reports a URL that cannot be opened. URL is redacted (no password).

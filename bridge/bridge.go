@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +42,9 @@ type Options struct {
 	// Propagator reads and writes the trace context in metadata. Default
 	// propagation.TraceContext{} (traceparent, tracestate).
 	Propagator propagation.TextMapPropagator
+	// Instance names this process among the replicas of one bridge config
+	// (Status.Instance, the status page). Default HOSTNAME:PID.
+	Instance string
 	// MeterProvider enables the OpenTelemetry messaging metrics
 	// (middleware/otelmetrics) beside the Prometheus ones: process
 	// duration and consumed messages per source, operation duration and
@@ -51,14 +55,23 @@ type Options struct {
 // ErrRunning is returned by Run when the bridge already runs or ran.
 var ErrRunning = errors.New("bridge: already running")
 
+// ErrUnrecoverable is matched by Run's error when a route stopped because
+// opening its endpoints again cannot help: its source session was fenced
+// by another running instance with the same identity (relay.ErrTakenOver),
+// or fenced again and again without forwarding. The other routes drain
+// and Run returns, so that `relay bridge` exits non-zero and whatever
+// supervises it decides, instead of the process looping.
+var ErrUnrecoverable = errors.New("bridge: route cannot recover")
+
 // Bridge runs the routes of a Config.
 type Bridge struct {
-	cfg     Config
-	log     *slog.Logger
-	reg     *prometheus.Registry
-	routes  []*route
-	closers []io.Closer // dedup store clients, closed when Run returns
-	started atomic.Bool
+	cfg      Config
+	instance string
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	routes   []*route
+	closers  []io.Closer // dedup store clients, closed when Run returns
+	started  atomic.Bool
 
 	mu        sync.Mutex      // guards the three below, for Status
 	startedAt time.Time       // when Run began
@@ -91,7 +104,11 @@ func New(cfg Config, opts Options) (*Bridge, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m := newMetrics(reg)
-	b := &Bridge{cfg: cfg, log: log, reg: reg}
+	b := &Bridge{cfg: cfg, log: log, reg: reg, instance: opts.Instance}
+	if b.instance == "" {
+		host, _ := os.Hostname()
+		b.instance = host + ":" + strconv.Itoa(os.Getpid())
+	}
 	for _, rc := range cfg.Routes {
 		tel, err := newTelemetry(rc, opts)
 		if err != nil {
@@ -147,7 +164,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			b.closers = append(b.closers, closer)
 		}
 	}
-	b.log.Info("bridge starting", "routes", len(b.routes))
+	b.log.Info("bridge starting", "routes", len(b.routes), "instance", b.instance)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	b.mu.Lock()
@@ -181,6 +198,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 				// start; the other routes drain.
 				errs[i] = &ConfigError{Problems: []Problem{{Path: "routes[" + strconv.Itoa(i) + "]",
 					Msg: fmt.Sprintf("route %q: %v", r.cfg.Name, err), err: err}}}
+				stop()
+			case errors.Is(err, ErrUnrecoverable):
+				errs[i] = fmt.Errorf("route %s: %w", r.cfg.Name, err)
 				stop()
 			default:
 				errs[i] = fmt.Errorf("route %s: %w", r.cfg.Name, err)

@@ -56,6 +56,9 @@ func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
 			InitialInterval: rt.InitialInterval,
 			MaxInterval:     rt.MaxInterval,
 			MaxElapsed:      rt.MaxElapsed,
+			// A fenced session cannot publish again: give the message
+			// back (the route opens a new session) instead of retrying.
+			Retryable: func(err error) bool { return !errors.Is(err, relay.ErrFenced) },
 		})
 		if err != nil {
 			return nil, err

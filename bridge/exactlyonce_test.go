@@ -2,7 +2,9 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +62,10 @@ func TestExactlyOnceRoute(t *testing.T) {
 	publish(t, k, in, msgs...)
 	stop := runBridge(t, br)
 	consume(t, k, "reader", out, n)
+	// The one replica holds every partition of the source.
+	if h := br.Status().Routes[0].Holds; h == nil || h.Mode != relay.SharePartitions || !slices.Equal(h.Partitions, []int32{0, 1, 2, 3}) {
+		t.Errorf("holds %+v; want partitions 0-3", h)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,5 +124,67 @@ func TestExactlyOnceRouteValidate(t *testing.T) {
 `
 	if _, err := bridge.Parse([]byte(src), "b.yaml", nil); err != nil {
 		t.Fatalf("Parse: %v", err)
+	}
+}
+
+// TestExactlyOnceRouteTakenOver: two bridges run an exactly-once route
+// with the same transactional_id (a misconfigured replica). The second
+// one's registration fences the first, which cannot recover by opening a
+// new pair (that would fence the other in turn, for ever): its Run returns
+// ErrUnrecoverable naming the takeover, and its route's state says
+// stopped, while the second forwards every message once.
+func TestExactlyOnceRouteTakenOver(t *testing.T) {
+	k := kafkaURL(t)
+	in, out, txid := uniq("in"), uniq("out"), uniq("tx")
+	newBridge := func() *bridge.Bridge {
+		cfg := bridge.Config{Routes: []bridge.Route{{
+			Name:      "eo",
+			From:      bridge.Source{URL: k + "?transactional_id=" + txid, Topic: in, Group: "bridge"},
+			To:        bridge.Destination{URL: k, Topic: out},
+			Guarantee: relay.ExactlyOnce,
+		}}}
+		br, err := bridge.New(cfg, bridge.Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return br
+	}
+	provision(t, k, "reader", out)
+	batch := func(from, n int) []*relay.Message {
+		var msgs []*relay.Message
+		for i := from; i < from+n; i++ {
+			msgs = append(msgs, &relay.Message{ID: fmt.Sprintf("m%d", i), Payload: []byte(fmt.Sprint(i))})
+		}
+		return msgs
+	}
+	publish(t, k, in, batch(0, 100)...)
+	first := newBridge()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	consume(t, k, "reader", out, 100)
+	stop := runBridge(t, newBridge()) // registers the same transactional_id
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 100; err == nil; i += 10 {
+		publish(t, k, in, batch(i, 10)...)
+		select {
+		case err = <-done:
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fenced bridge still runs after 30s")
+		}
+	}
+	if !errors.Is(err, bridge.ErrUnrecoverable) || !errors.Is(err, relay.ErrTakenOver) {
+		t.Fatalf("fenced bridge's Run: %v; want ErrUnrecoverable and relay.ErrTakenOver", err)
+	}
+	if st := first.Status().Routes[0]; st.State != bridge.StateStopped || st.LastError == nil ||
+		!strings.Contains(st.LastError.Message, "took over") {
+		t.Fatalf("fenced bridge's route: state %s, last error %v; want stopped, naming the takeover", st.State, st.LastError)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -10,7 +10,10 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/go-relay/relay"
 )
 
 // The status page served on GET /: one HTML document with its CSS and
@@ -70,7 +73,7 @@ func mustParsePage() *page {
 
 // pageView is what the template renders: the Status as display text.
 type pageView struct {
-	Bridge                  string
+	Bridge, Instance        string
 	StartedISO, StartedText string
 	TimeISO, TimeText       string
 	RefreshSeconds          int
@@ -83,6 +86,7 @@ type pageView struct {
 
 type pageRow struct {
 	Name, State, NotReady, From, To       string
+	Holds                                 string
 	Forwarded, Skipped, Rate, Lag         string
 	InFlight, InFlightBytes               string
 	Retries, Failed, Poisoned             string
@@ -96,6 +100,7 @@ type pageRow struct {
 func (p *page) serve(w http.ResponseWriter, st Status) {
 	v := pageView{
 		Bridge:          st.Bridge,
+		Instance:        st.Instance,
 		StartedText:     "not yet",
 		TimeISO:         st.Time.Format(time.RFC3339Nano),
 		TimeText:        pageTime(st.Time),
@@ -132,6 +137,7 @@ func (p *page) serve(w http.ResponseWriter, st Status) {
 		case rs.CaughtUpUnknown != nil:
 			row.Cutover = "no cutover signal: " + *rs.CaughtUpUnknown
 		}
+		row.Holds = pageHolds(rs.Holds)
 		switch {
 		case rs.Looped > 0 && rs.Duplicates > 0:
 			row.Skipped = pageInt(rs.Looped) + " looped, " + pageInt(rs.Duplicates) + " duplicates"
@@ -234,4 +240,26 @@ func pageSpan(d time.Duration) string {
 	default:
 		return strconv.FormatInt(h/24, 10) + " d"
 	}
+}
+
+// pageHolds says what the replica holds of a route's source, as page.js's
+// holdsText does; "" when it is not subscribed.
+func pageHolds(h *HoldsStatus) string {
+	switch {
+	case h == nil:
+		return ""
+	case h.Mode == relay.SharePartitions && len(h.Partitions) == 0:
+		return "holds no partition"
+	case h.Mode == relay.SharePartitions:
+		ps := make([]string, len(h.Partitions))
+		for i, p := range h.Partitions {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		return "holds partitions " + strings.Join(ps, ", ")
+	case h.Mode == relay.ShareSingleActive && h.Active != nil && *h.Active:
+		return "single active consumer"
+	case h.Mode == relay.ShareSingleActive:
+		return "waiting to be the active consumer"
+	}
+	return "competing consumer"
 }

@@ -59,13 +59,6 @@ type route struct {
 	srcPrefix string
 }
 
-// session is one connected run of a route.
-type session struct {
-	pubH relay.HealthChecker
-	subH relay.HealthChecker
-	rt   *router.Router
-}
-
 func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics) *route {
 	r := &route{
 		cfg:          rc,
@@ -139,8 +132,12 @@ func (r *route) run(ctx context.Context) error {
 	defer stop()
 	r.cut.stop = stop
 	bo := backoff.Backoff{Initial: 500 * time.Millisecond, Max: 30 * time.Second}
+	fences := 0 // fences in a row with nothing forwarded in between
 	for {
-		r.phase.Store(phaseStarting)
+		if r.phase.Load() != phaseFenced {
+			r.phase.Store(phaseStarting)
+		}
+		before := count(r.m.forwarded)
 		connected, err := r.session(ctx)
 		if ctx.Err() != nil {
 			if !connected {
@@ -149,6 +146,20 @@ func (r *route) run(ctx context.Context) error {
 			return err
 		}
 		r.fail(err)
+		if errors.Is(err, relay.ErrFenced) {
+			if count(r.m.forwarded) > before {
+				fences = 0
+			}
+			fences++
+			if err := r.fenced(err, fences); err != nil {
+				return err
+			}
+			bo.Reset()
+			if !bo.Sleep(ctx) {
+				return nil
+			}
+			continue
+		}
 		if !connected && badEndpoint(err) {
 			// Retrying cannot fix a URL the adapter refuses (Validate
 			// catches these first for adapters that implement
@@ -293,6 +304,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	s := &session{rt: rt}
 	s.pubH, _ = pub.(relay.HealthChecker)
 	s.subH, _ = sub.(relay.HealthChecker)
+	s.subA, _ = sub.(relay.AssignmentReporter)
 	r.mu.Lock()
 	r.sess = s
 	r.mu.Unlock()
@@ -327,6 +339,13 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 		}
 		return connected, err
 	}
+	if s.subH != nil {
+		// A fenced source ends its subscription; the router only says it
+		// ended.
+		if herr := s.subH.Health(); errors.Is(herr, relay.ErrFenced) {
+			err = herr
+		}
+	}
 	if err == nil {
 		err = errors.New("router stopped")
 	}
@@ -338,81 +357,6 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// subscribed reports whether the session's router runs: subscribed to
-// the source and not stopped.
-func (s *session) subscribed() bool {
-	select {
-	case <-s.rt.Running():
-	default:
-		return false
-	}
-	select {
-	case <-s.rt.Done():
-		return false
-	default:
-		return true
-	}
-}
-
-func (s *session) sourceErr() error {
-	select {
-	case <-s.rt.Running():
-	default:
-		return errors.New("not subscribed yet")
-	}
-	select {
-	case <-s.rt.Done():
-		return errors.New("stopped")
-	default:
-	}
-	if s.subH != nil {
-		return s.subH.Health()
-	}
-	return nil
-}
-
-func (s *session) destErr() error {
-	if s.pubH != nil {
-		return s.pubH.Health()
-	}
-	return nil
-}
-
-// ready returns nil when the route's source is subscribed and both ends
-// report a usable connection, or why not.
-func (r *route) ready() error {
-	if r.cut.drained.Load() && r.phase.Load() == phaseStopped {
-		return nil // done on purpose (StopWhen)
-	}
-	src, dst := r.endpointErrs()
-	if src != nil && src == dst {
-		return src
-	}
-	if src != nil {
-		return fmt.Errorf("source: %w", src)
-	}
-	if dst != nil {
-		return fmt.Errorf("destination: %w", dst)
-	}
-	return nil
-}
-
-// endpointErrs returns why the source and the destination are not usable
-// (nil when they are). Without a session both are the same error.
-func (r *route) endpointErrs() (src, dst error) {
-	r.mu.Lock()
-	s, last := r.sess, r.lastErr
-	r.mu.Unlock()
-	if s == nil {
-		err := errors.New("connecting")
-		if last != nil {
-			err = fmt.Errorf("not connected: %w", last)
-		}
-		return err, err
-	}
-	return s.sourceErr(), s.destErr()
 }
 
 // forwarder is the route's router handler. It publishes the copy itself

@@ -20,6 +20,9 @@ import (
 type Status struct {
 	// Bridge is Config.Name.
 	Bridge string `json:"bridge"`
+	// Instance names this process among the replicas of the bridge
+	// (Options.Instance; default HOSTNAME:PID).
+	Instance string `json:"instance"`
 	// Time is when the view was taken.
 	Time time.Time `json:"time"`
 	// Started is when Run began; nil before.
@@ -50,6 +53,13 @@ const (
 	// StateDrained: stopped on its own by Route.StopWhen once its source
 	// was drained.
 	StateDrained = "drained"
+	// StateFenced: "fenced, rejoining": the source's broker fenced the
+	// route's session (relay.ErrFenced; LastError says why: an
+	// exactly-once transaction that timed out during a pause, or another
+	// instance with the same transactional_id). The route left its group,
+	// holds no partitions, and opens a new session (a new producer epoch,
+	// a new group membership); not ready meanwhile.
+	StateFenced = "fenced"
 )
 
 // RouteStatus is the live view of one route. Counters count since New.
@@ -102,6 +112,11 @@ type RouteStatus struct {
 	LastForwarded *Forwarded `json:"last_forwarded"`
 	// StopWhen is Route.StopWhen ("drained"), absent when unset.
 	StopWhen string `json:"stop_when,omitempty"`
+	// Holds is what this replica holds of the source's work while it is
+	// subscribed (nil otherwise): Kafka partitions, whether it is a
+	// RabbitMQ single active consumer, or "competing" where every replica
+	// takes messages from one shared queue or stream.
+	Holds *HoldsStatus `json:"holds"`
 	// LastError is the latest error of the route (a failed or retried
 	// publish, a poisoned message, a lost or failed connection), redacted;
 	// nil when there was none.
@@ -116,6 +131,19 @@ type Forwarded struct {
 	// without positions.
 	SourcePosition string    `json:"source_position,omitempty"`
 	Time           time.Time `json:"time"`
+}
+
+// HoldsStatus is what a replica holds of a route's source
+// (relay.Assignment).
+type HoldsStatus struct {
+	// Mode is relay.ShareCompeting, relay.SharePartitions or
+	// relay.ShareSingleActive.
+	Mode string `json:"mode"`
+	// Partitions held (Mode partitions), ascending; empty while none.
+	Partitions []int32 `json:"partitions,omitempty"`
+	// Active: this replica is the single active consumer (Mode
+	// single-active).
+	Active *bool `json:"active,omitempty"`
 }
 
 // RouteEnd names one end of a route in a RouteStatus.
@@ -141,7 +169,7 @@ func (b *Bridge) Status() Status {
 	b.mu.Lock()
 	started, stopped, done := b.startedAt, b.stoppedAt, b.runDone
 	b.mu.Unlock()
-	st := Status{Bridge: b.cfg.Name, Time: now.UTC(), Routes: make([]RouteStatus, 0, len(b.routes))}
+	st := Status{Bridge: b.cfg.Name, Instance: b.instance, Time: now.UTC(), Routes: make([]RouteStatus, 0, len(b.routes))}
 	var elapsed time.Duration
 	if !started.IsZero() {
 		s := started.UTC()
@@ -208,6 +236,9 @@ func (r *route) status(now time.Time, elapsed time.Duration, stopping bool) Rout
 	r.mu.Lock()
 	sess := r.sess
 	r.mu.Unlock()
+	if sess != nil && sess.subscribed() {
+		rs.Holds = sess.holds(r.cfg.From.Topic)
+	}
 	switch phase := r.phase.Load(); {
 	case phase == phaseStopped && r.cut.drained.Load():
 		rs.State = StateDrained
@@ -217,6 +248,8 @@ func (r *route) status(now time.Time, elapsed time.Duration, stopping bool) Rout
 		rs.State = StateDraining
 	case phase == phaseRetrying:
 		rs.State = StateRetrying
+	case phase == phaseFenced && (sess == nil || !sess.subscribed()), sess != nil && sess.fenced():
+		rs.State = StateFenced
 	case sess != nil && sess.subscribed() && caught:
 		rs.State = StateCaughtUp
 		t := caughtUp.UTC()
@@ -278,6 +311,7 @@ const (
 	phaseStopped int32 = iota
 	phaseStarting
 	phaseRetrying
+	phaseFenced // a fenced session ended; a new one is opening
 )
 
 // rateWindow is the span of RouteStatus.ForwardedPerSec10s; rateSamples

@@ -114,15 +114,21 @@ func TestRoutesReportsForwarding(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if got := keys(raw); !slices.Equal(got, []string{"bridge", "routes", "started", "time"}) {
+	if got := keys(raw); !slices.Equal(got, []string{"bridge", "instance", "routes", "started", "time"}) {
 		t.Errorf("top-level fields %v", got)
 	}
 	route := raw["routes"].([]any)[0].(map[string]any)
 	want := []string{"caught_up_since", "caught_up_unknown", "duplicates", "failed", "forwarded", "forwarded_per_sec_10s", "forwarded_per_sec_avg", "from",
-		"in_flight", "in_flight_bytes", "last_error", "last_forwarded", "looped", "name", "not_ready", "poisoned", "ready", "retries",
+		"holds", "in_flight", "in_flight_bytes", "last_error", "last_forwarded", "looped", "name", "not_ready", "poisoned", "ready", "retries",
 		"source_lag", "state", "to"}
 	if got := keys(route); !slices.Equal(got, want) {
 		t.Errorf("route fields %v, want %v", got, want)
+	}
+	if h, _ := route["holds"].(map[string]any); h["mode"] != "competing" || len(h) != 1 {
+		t.Errorf("holds %v; want mode competing alone (mem:// shares a topic's messages among a group's members)", route["holds"])
+	}
+	if st.Instance == "" {
+		t.Error("instance is empty; want HOSTNAME:PID by default")
 	}
 	if route["last_error"] != nil || route["not_ready"] != nil {
 		t.Errorf("last_error %v, not_ready %v: want null", route["last_error"], route["not_ready"])

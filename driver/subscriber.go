@@ -127,6 +127,12 @@ type HistoryDriver interface {
 	ReadHistory(ctx context.Context, topic string, w relay.Window, fn func(relay.Stored) error) error
 }
 
+// AssignmentDriver is optionally implemented by a SubscribeDriver; see
+// relay.AssignmentReporter.
+type AssignmentDriver interface {
+	Assignment(topic string) (relay.Assignment, error)
+}
+
 // Subscriber is a relay.Subscriber over a SubscribeDriver.
 type Subscriber struct {
 	d    SubscribeDriver
@@ -258,6 +264,19 @@ func (s *Subscriber) ReadHistory(ctx context.Context, topic string, w relay.Wind
 		return fmt.Errorf("%w: %s keeps no history readable without consuming", relay.ErrNotSupported, s.caps.Backend)
 	}
 	return h.ReadHistory(ctx, topic, w, fn)
+}
+
+// Assignment implements relay.AssignmentReporter; ErrNotSupported if the
+// driver cannot tell.
+func (s *Subscriber) Assignment(topic string) (relay.Assignment, error) {
+	if s.isClosed() {
+		return relay.Assignment{}, relay.ErrClosed
+	}
+	a, ok := s.d.(AssignmentDriver)
+	if !ok {
+		return relay.Assignment{}, relay.ErrNotSupported
+	}
+	return a.Assignment(topic)
 }
 
 func (s *Subscriber) isClosed() bool {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -199,16 +198,7 @@ func TestKillSQS(t *testing.T) {
 	svc := testenv.StartSQS()
 	defer svc.Stop()
 	svc.Need(t)
-	q := url.Values{}
-	q.Set("region", svc.Region)
-	if svc.Endpoint != "" {
-		q.Set("endpoint", svc.Endpoint)
-	}
-	if svc.Emulated {
-		q.Set("access_key_id", "test")
-		q.Set("secret_key", "test")
-	}
-	base := "sqs://?" + q.Encode()
+	base := sqsURLOf(svc)
 	killScenario(t, "sqs (goaws)", base,
 		testenv.WithParams(base, "inflight", strconv.Itoa(killHold), "visibility", "3"),
 		testenv.WithParams(base, "inflight", "64", "visibility", "30"),

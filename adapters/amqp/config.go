@@ -107,6 +107,13 @@ type Config struct {
 	// (dead_letter_exchange=). Declared as a durable fanout exchange if it
 	// does not exist. Default none.
 	DeadLetterExchange string
+	// SingleActiveConsumer (single_active_consumer=) declares group queues
+	// with x-single-active-consumer: one member of the group at a time
+	// consumes the queue, in order, and another takes over when it goes
+	// (connection closed or lost). For a group whose order matters (an
+	// ordered bridge route with replicas); a queue keeps the argument it
+	// was declared with. Default false: competing consumers.
+	SingleActiveConsumer bool
 	// DeliveryLimit (delivery_limit=) dead-letters a message whose Nack
 	// would start attempt DeliveryLimit+1; quorum queues also get it as
 	// x-delivery-limit. 0 = none (default). Needs DeadLetterExchange.
@@ -205,6 +212,7 @@ func ParseURL(u *url.URL) (Config, error) {
 	cfg.RequeueOnNack = p.Bool("requeue_on_nack", true)
 	cfg.DeadLetterExchange = p.String("dead_letter_exchange", "")
 	cfg.DeliveryLimit = p.Int("delivery_limit", 0, 0)
+	cfg.SingleActiveConsumer = p.Bool("single_active_consumer", false)
 	cfg.NativeDelay = p.Bool("native_delay", true)
 	cfg.Confirm = p.Bool("confirm", true)
 	cfg.Mandatory = p.Bool("mandatory", cfg.Confirm)

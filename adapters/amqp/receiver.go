@@ -29,6 +29,9 @@ type receiver struct {
 	gen         uint64 // increments with every consuming channel
 	deliveries  <-chan amqp091.Delivery
 	outstanding []uint64 // tags received on ch and not yet settled, ascending
+	// delivered: a delivery arrived on the current consuming channel (a
+	// waiting single active consumer gets none; see subDriver.Assignment).
+	delivered bool
 
 	// used by Settle only (one goroutine)
 	pub        *pubChan
@@ -80,6 +83,7 @@ func (r *receiver) setup(ctx context.Context) error {
 	r.tag = tag
 	r.gen++
 	r.deliveries = dels
+	r.delivered = false
 	r.outstanding = r.outstanding[:0]
 	r.mu.Unlock()
 	return nil
@@ -132,6 +136,9 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 			tags = append(tags, d.DeliveryTag)
 		}
 		add(&first)
+		r.mu.Lock()
+		r.delivered = r.delivered || gen == r.gen
+		r.mu.Unlock()
 	drain:
 		for len(out) < max {
 			select {
@@ -479,11 +486,11 @@ func (r *receiver) dropPub() {
 // Close implements driver.Receiver: the consumer's channel closes, which
 // returns any message still unacked on it to the queue.
 func (r *receiver) Close(context.Context) error {
-	r.d.forget(r)
 	r.mu.Lock()
 	ch := r.ch
 	r.ch, r.deliveries, r.outstanding = nil, nil, nil
 	r.mu.Unlock()
+	r.d.forget(r)
 	r.d.closeChannel(ch)
 	r.dropPub()
 	return nil

@@ -45,6 +45,7 @@ type sharedSubscriber interface {
 	relay.CapabilityReporter
 	relay.HealthChecker
 	relay.LagReporter
+	relay.AssignmentReporter
 	driver.BatchSubscriber
 	RemoveTopic(ctx context.Context, topic string) error
 }
@@ -88,8 +89,8 @@ type subDriver struct {
 	mu     sync.Mutex
 	dlxGen uint64
 	closed bool // set by Close before it waits for bg
-	// live are the receivers not closed yet, whose unacknowledged
-	// deliveries Lag counts.
+	// live are the receivers not closed yet: Lag counts their
+	// unacknowledged deliveries, Assignment reports their state.
 	live map[*receiver]struct{}
 
 	bg sync.WaitGroup // background channel closes and Lag declares
@@ -97,7 +98,7 @@ type subDriver struct {
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
 
-// forget drops r from the receivers Lag counts.
+// forget drops r from the receivers Lag and Assignment look at.
 func (d *subDriver) forget(r *receiver) {
 	d.mu.Lock()
 	delete(d.live, r)
@@ -232,6 +233,32 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		}
 	}
 	return r, nil
+}
+
+// Assignment implements driver.AssignmentDriver: with
+// single_active_consumer=true, whether this member is the queue's active
+// consumer (a delivery arrived since it last started consuming: a waiting
+// one gets none, so an active consumer of an empty queue reports false
+// too); competing consumers otherwise.
+func (d *subDriver) Assignment(topic string) (relay.Assignment, error) {
+	if !d.cfg.SingleActiveConsumer {
+		return relay.Assignment{Mode: relay.ShareCompeting}, nil
+	}
+	var r *receiver
+	d.mu.Lock()
+	for lr := range d.live {
+		if lr.topic == topic {
+			r = lr
+			break
+		}
+	}
+	d.mu.Unlock()
+	if r == nil {
+		return relay.Assignment{}, fmt.Errorf("%w: topic %q is not subscribed", relay.ErrNotSupported, topic)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return relay.Assignment{Mode: relay.ShareSingleActive, Active: r.delivered && r.deliveries != nil}, nil
 }
 
 // Health implements relay.HealthChecker: nil while connected.

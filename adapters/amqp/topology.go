@@ -227,6 +227,9 @@ func (d *subDriver) queueArgs() amqp091.Table {
 	if d.cfg.DeadLetterExchange != "" {
 		args["x-dead-letter-exchange"] = d.cfg.DeadLetterExchange
 	}
+	if d.cfg.SingleActiveConsumer {
+		args["x-single-active-consumer"] = true
+	}
 	if len(args) == 0 {
 		return nil
 	}
@@ -242,7 +245,7 @@ func (d *subDriver) declareGroup(ch *amqp091.Channel, topic string) error {
 	}
 	if _, err := ch.QueueDeclare(q, true, false, false, false, d.queueArgs()); err != nil {
 		if isPermanent(err) {
-			return fmt.Errorf("relay/amqp: declaring queue %q (does it exist with another queue_type, dead_letter_exchange or delivery_limit?): %w", q, err)
+			return fmt.Errorf("relay/amqp: declaring queue %q (does it exist with another queue_type, dead_letter_exchange, delivery_limit or single_active_consumer?): %w", q, err)
 		}
 		return fmt.Errorf("relay/amqp: declaring queue %q: %w", q, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -88,8 +87,19 @@ func sameCluster(a, b []string) bool {
 // TransactionTimeout. Both halves are safe for concurrent use; close both:
 // the connection is released when both are closed. The subscriber
 // implements relay.ExactlyOnceSubscriber (ExactlyOnceWith is true for the
-// pair's publisher), relay.Provisioner and relay.HealthChecker, which
-// reports ErrFenced (wrapped) once the pair was fenced.
+// pair's publisher), relay.Provisioner, relay.AssignmentReporter (the
+// partitions its member holds) and relay.HealthChecker.
+//
+// Fenced: when a produce, Begin or End meets a fencing error (the
+// producer epoch moved: ErrTransactionTimedOut when the open transaction
+// was older than TransactionTimeout, as after a pause of the process;
+// ErrFenced when another client of the transactional_id took over; both
+// match relay.ErrFenced), the pair is done: Health reports the error (also
+// after Close), the member leaves the group at once, the subscription ends
+// without waiting for the records being handled (their transaction is
+// aborted), and every later Publish fails with the same error. Close both
+// halves and open a new pair, which gets a new producer epoch and group
+// membership.
 func NewExactlyOnce(ctx context.Context, cfg ExactlyOnceConfig) (relay.ExactlyOnceSubscriber, relay.Publisher, error) {
 	cfg.Subscriber.defaults()
 	pc := cfg.Publisher
@@ -117,6 +127,9 @@ func NewExactlyOnce(ctx context.Context, cfg ExactlyOnceConfig) (relay.ExactlyOn
 		kgo.Balancers(sc.balancer()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	)
+	p := &eoPair{cfg: sc, log: sc.Logger.With("backend", "kafka", "group", sc.Group, "transactional_id", pc.TransactionalID),
+		fenced: make(chan struct{})}
+	opts = append(opts, p.assigned.opts(nil, nil)...)
 	sess, err := kgo.NewGroupTransactSession(append(opts, pc.txOpts()...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("relay/kafka: %w", err)
@@ -125,9 +138,10 @@ func NewExactlyOnce(ctx context.Context, cfg ExactlyOnceConfig) (relay.ExactlyOn
 		sess.Close()
 		return nil, nil, txError(fmt.Sprintf("registering transactional_id %q with %v", pc.TransactionalID, sc.Brokers), err)
 	}
-	p := &eoPair{sess: sess, cfg: sc, log: sc.Logger.With("backend", "kafka", "group", sc.Group, "transactional_id", pc.TransactionalID)}
+	p.sess = sess
 	p.refs.Store(2)
 	p.tp = newTxProducer(sess.Client(), &pc, h, fmt.Sprintf("exactly-once publisher %q (publish while handling a message of its subscriber)", pc.TransactionalID))
+	p.tp.onFence = p.fence
 	p.tp.onClose = p.release
 	p.pub = driver.NewPublisher(p.tp, 0)
 	d := &eoDriver{p: p, topics: p.tp.topics, health: h}
@@ -186,10 +200,29 @@ type eoPair struct {
 	pub  *driver.Publisher
 	sub  *eoSubscriber
 	refs atomic.Int32 // halves not closed yet
+	// assigned is what the pair's member holds (see eoDriver.Assignment).
+	assigned assigned
+
+	// fenced is closed once the producer was fenced (p.fence): the
+	// subscription then ends at once, leaving the group, without waiting
+	// for the records of its transaction.
+	fenced    chan struct{}
+	fenceOnce sync.Once
 
 	mu     sync.Mutex
 	active bool  // a subscription runs
 	failed error // the error that ended the session for good (fenced)
+}
+
+// fence ends the pair after a fencing error (relay.ErrFenced): Health
+// reports it and the subscription ends (see eoReceiver.Receive).
+func (p *eoPair) fence(err error) {
+	p.fail(err)
+	p.fenceOnce.Do(func() {
+		p.log.Error("relay/kafka: exactly-once pair fenced; it leaves the group and ends its subscription "+
+			"(open a new pair: the bridge does)", "err", err)
+		close(p.fenced)
+	})
 }
 
 // release closes the session when both halves are closed.
@@ -211,6 +244,19 @@ func (p *eoPair) fail(err error) {
 type eoSubscriber struct {
 	*driver.Subscriber
 	p *eoPair
+}
+
+// Health implements relay.HealthChecker: the error that ended the pair
+// (relay.ErrFenced wrapped, once fenced), also after Close, so that whoever
+// ran it can tell a fence from another end; else the subscriber's health.
+func (s *eoSubscriber) Health() error {
+	s.p.mu.Lock()
+	err := s.p.failed
+	s.p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.Subscriber.Health()
 }
 
 // ExactlyOnceWith implements relay.ExactlyOnceSubscriber.
@@ -287,214 +333,6 @@ func (d *eoDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver
 	}
 	d.p.sess.Client().AddConsumeTopics(topic)
 	return &eoReceiver{p: d.p, topic: topic, arena: decodeArena(d.p.cfg), attempts: map[eoKey]int{}, settled: make(chan struct{}, 1)}, nil
-}
-
-type eoKey struct {
-	part int32
-	off  int64
-}
-
-// eoHandle is a delivered record's handle: the transaction it belongs to.
-type eoHandle struct{ gen uint64 }
-
-// eoReceiver runs the transaction loop on the subscription's receive
-// goroutine: poll, Begin, deliver, wait until every record is settled,
-// End (commit or abort), poll again. Only Receive and Close touch the
-// session's Begin, End and poll, so they never run concurrently.
-type eoReceiver struct {
-	p     *eoPair
-	topic string
-	arena *driver.Arena // nil with share_payloads=true (see decodeInto)
-
-	batch    []*kgo.Record // the polled records of the open transaction
-	next     int           // batch[next:] are not delivered yet
-	attempts map[eoKey]int // deliveries of records not committed yet
-	gen      uint64        // transaction number, for the handles
-
-	mu      sync.Mutex
-	open    int  // delivered and unsettled records of the transaction
-	abort   bool // a record was nacked or released
-	settled chan struct{}
-}
-
-// endTimeout bounds ending a transaction (flush, offsets, EndTxn); kgo
-// advises not to cancel End, so the subscription's ctx does not.
-const endTimeout = 30 * time.Second
-
-func (r *eoReceiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
-	for {
-		if r.next < len(r.batch) {
-			return r.deliver(max), nil
-		}
-		if r.batch != nil {
-			if err := r.waitSettled(ctx); err != nil {
-				return nil, err
-			}
-			if err := r.end(ctx); err != nil {
-				return nil, err
-			}
-		}
-		if err := r.poll(ctx, max); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// deliver hands out up to max records of the batch.
-func (r *eoReceiver) deliver(max int) []driver.Received {
-	k := min(max, len(r.batch)-r.next)
-	out := make([]driver.Received, k)
-	msgs := make([]relay.Message, k)
-	h := &eoHandle{gen: r.gen}
-	for i := range k {
-		rec := r.batch[r.next+i]
-		key := eoKey{rec.Partition, rec.Offset}
-		r.attempts[key]++
-		decodeInto(&msgs[i], rec, r.arena)
-		out[i] = driver.Received{Msg: &msgs[i], Attempt: r.attempts[key], Handle: h, Position: relay.PartitionPosition(rec.Partition, rec.Offset)}
-	}
-	r.next += k
-	r.mu.Lock()
-	r.open += k
-	r.mu.Unlock()
-	return out
-}
-
-// waitSettled waits until every delivered record is settled.
-func (r *eoReceiver) waitSettled(ctx context.Context) error {
-	for {
-		r.mu.Lock()
-		open := r.open
-		r.mu.Unlock()
-		if open == 0 {
-			return nil
-		}
-		select {
-		case <-r.settled:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// end commits or aborts the open transaction. An error ends the
-// subscription: kgo's End errors are not retryable.
-func (r *eoReceiver) end(ctx context.Context) error {
-	r.mu.Lock()
-	commit := !r.abort
-	r.mu.Unlock()
-	batch := r.batch
-	r.batch, r.next = nil, 0
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
-	defer cancel()
-	var committed bool
-	err := r.p.tp.end(func() error {
-		var err error
-		committed, err = r.p.sess.End(ectx, kgo.TransactionEndTry(commit))
-		return err
-	})
-	if err != nil {
-		err = txError("end transaction", err)
-		r.p.fail(err)
-		r.p.log.Error("relay/kafka: exactly-once transaction failed; the subscription ends, its records will be redelivered",
-			"topic", r.topic, "records", len(batch), "err", err)
-		return fmt.Errorf("%w: %w", relay.ErrClosed, err)
-	}
-	if committed {
-		for _, rec := range batch {
-			delete(r.attempts, eoKey{rec.Partition, rec.Offset})
-		}
-	} else if commit {
-		r.p.log.Info("relay/kafka: exactly-once transaction aborted by a rebalance; its records are redelivered",
-			"topic", r.topic, "records", len(batch))
-	}
-	return nil
-}
-
-// poll waits for records and begins their transaction.
-func (r *eoReceiver) poll(ctx context.Context, n int) error {
-	fs := r.p.sess.PollRecords(ctx, max(r.p.cfg.InFlight, n))
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if fs.IsClientClosed() {
-		return fmt.Errorf("relay/kafka: %w", relay.ErrClosed)
-	}
-	fs.EachError(func(topic string, part int32, err error) {
-		if !errors.Is(err, context.Canceled) {
-			r.p.log.Warn("relay/kafka: fetch failed; retrying", "topic", topic, "partition", part, "err", err)
-		}
-	})
-	recs := fs.Records()
-	if len(recs) == 0 {
-		return nil
-	}
-	if err := r.p.tp.begin(r.p.sess.Begin); err != nil {
-		r.p.fail(err)
-		return fmt.Errorf("%w: %w", relay.ErrClosed, err)
-	}
-	r.gen++
-	r.mu.Lock()
-	r.open, r.abort = 0, false
-	r.mu.Unlock()
-	r.batch, r.next = recs, 0
-	return nil
-}
-
-// Settle counts the settlements of the open transaction; a nack marks it
-// for abort.
-func (r *eoReceiver) Settle(_ context.Context, batch []driver.Settle) error {
-	r.mu.Lock()
-	for _, s := range batch {
-		h, ok := s.Handle.(*eoHandle)
-		if !ok || h.gen != r.gen {
-			continue
-		}
-		r.open--
-		if !s.Ack {
-			r.abort = true
-		}
-	}
-	r.mu.Unlock()
-	select {
-	case r.settled <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// Release marks the open transaction for abort; Close aborts it.
-func (r *eoReceiver) Release(_ context.Context, handles []any) error {
-	if len(handles) > 0 {
-		r.mu.Lock()
-		r.abort = true
-		r.mu.Unlock()
-	}
-	return nil
-}
-
-// Close ends the open transaction, if any: it commits when every record
-// of it was delivered and acked (a drained router's last messages), and
-// aborts otherwise (its records go back to the group: the consumer
-// rewinds to the committed offsets). Then it stops consuming the topic.
-func (r *eoReceiver) Close(ctx context.Context) error {
-	var err error
-	if r.batch != nil {
-		r.mu.Lock()
-		commit := r.next == len(r.batch) && r.open == 0 && !r.abort
-		r.mu.Unlock()
-		r.batch = nil
-		err = r.p.tp.end(func() error {
-			_, err := r.p.sess.End(ctx, kgo.TransactionEndTry(commit))
-			return err
-		})
-		err = txError("end the transaction at the end of the subscription", err)
-	}
-	r.p.sess.Client().PurgeTopicsFromConsuming(r.topic)
-	r.p.mu.Lock()
-	r.p.active = false
-	r.p.mu.Unlock()
-	return err
 }
 
 var _ relay.ExactlyOnceOpener = opener{}

@@ -41,6 +41,8 @@ type member struct {
 	d   *subDriver
 	cl  *kgo.Client
 	log *slog.Logger
+	// assigned is what the member holds (see subDriver.Assignment).
+	assigned assigned
 
 	mu    sync.Mutex
 	recvs map[string]*receiver // by topic
@@ -95,8 +97,10 @@ func newMember(d *subDriver, first *receiver) (*member, error) {
 	if d.cfg.ReadUncommitted {
 		isolation = kgo.ReadUncommitted()
 	}
-	opts := append(d.groupOpts(d.cfg.Group, []string{first.topic}, m.onRevoked, m.onLost),
+	opts := append(d.groupOpts(d.cfg.Group, []string{first.topic}, nil, nil),
 		kgo.FetchIsolationLevel(isolation))
+	// Applied after groupOpts' callbacks, so these replace them.
+	opts = append(opts, m.assigned.opts(m.onRevoked, m.onLost)...)
 	clCtx, kill := context.WithCancel(context.Background())
 	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
 	if err != nil {

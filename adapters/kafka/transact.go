@@ -1,10 +1,13 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,9 +20,57 @@ import (
 // ErrFenced is (wrapped) the error of a transactional client that another
 // client with the same transactional_id replaced: Kafka fenced it, its
 // open transaction is aborted, and it can neither commit nor produce
-// again. Close it; the newer instance carries on.
+// again. Close it; the newer instance carries on. It matches
+// relay.ErrTakenOver (and so relay.ErrFenced).
 var ErrFenced = errors.New("relay/kafka: fenced: another client with the same transactional_id took over; " +
 	"this one's transaction was aborted and it cannot commit again")
+
+// ErrTransactionTimedOut is (wrapped) the error of a transactional client
+// whose open transaction outlived its transaction_timeout, as a pause of
+// the process does (a GC pause, a frozen VM or container, a network
+// partition): the coordinator aborted the transaction and bumped the
+// producer epoch, so this client's producer is fenced. A new client (a new
+// exactly-once pair) gets the new epoch and carries on; the bridge
+// reopens the pair itself. It matches relay.ErrFenced, not
+// relay.ErrTakenOver.
+var ErrTransactionTimedOut = errors.New("relay/kafka: fenced: the transaction timed out " +
+	"(open longer than transaction_timeout; the coordinator aborted it and bumped the producer epoch)")
+
+// fenceError is a fencing error: its sentinel (ErrFenced or
+// ErrTransactionTimedOut), the relay sentinel it matches, what was being
+// done and the broker's error.
+type fenceError struct {
+	sentinel, relayErr error
+	what               string
+	err                error
+}
+
+func (e *fenceError) Error() string {
+	return fmt.Sprintf("%v (%s: %v)", e.sentinel, e.what, e.err)
+}
+
+func (e *fenceError) Unwrap() []error { return []error{e.sentinel, e.relayErr, e.err} }
+
+// fencedCode reports whether err is a broker's answer that the producer
+// epoch this client uses is no longer current: another client of the same
+// transactional_id, or the coordinator's abort of a timed-out
+// transaction, bumped it.
+func fencedCode(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
+// fenced returns the fencing error for err, a fencedCode error met while
+// doing what: ErrTransactionTimedOut when the transaction open at the time
+// was older than timeout (so the coordinator's abort explains the new
+// epoch), else ErrFenced. age is the open transaction's age, 0 with none.
+func fenced(what string, err error, age, timeout time.Duration) error {
+	if age > 0 && age >= timeout {
+		return &fenceError{ErrTransactionTimedOut, relay.ErrFenced,
+			fmt.Sprintf("%s; the transaction was open %v, transaction_timeout is %v", what, age.Round(100*time.Millisecond), timeout), err}
+	}
+	return &fenceError{ErrFenced, relay.ErrTakenOver, what, err}
+}
 
 // ErrNoTransaction is (wrapped) the error of a transactional Publish made
 // while no transaction is open: on a TxPublisher outside Begin and
@@ -62,13 +113,17 @@ func (c *PublisherConfig) txOpts() []kgo.Opt {
 	return opts
 }
 
-// txError maps the error of ending a transaction or producing in one.
+// txError maps the error of ending a transaction or producing in one; a
+// fencing error is ErrFenced (see txProducer.txError, which tells a
+// timed-out transaction apart).
 func txError(what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
-		return fmt.Errorf("%w (%s: %w)", ErrFenced, what, err)
+	case errors.Is(err, relay.ErrFenced):
+		return err
+	case fencedCode(err):
+		return fenced(what, err, 0, 0)
 	case errors.Is(err, kgo.ErrClientClosed):
 		return fmt.Errorf("relay/kafka: %s: %w: %w", what, relay.ErrClosed, err)
 	}
@@ -85,8 +140,19 @@ type txProducer struct {
 	*pubDriver
 	what string // names the publisher in errors
 
-	mu    sync.RWMutex
-	inTxn bool
+	// timeout is the transaction timeout the client registered (kgo's
+	// default when the config leaves it 0).
+	timeout time.Duration
+	// onFence, when set, is called once with the fencing error the first
+	// time a send, Begin or End meets one; sends fail at once afterwards.
+	onFence   func(error)
+	fenceOnce sync.Once
+	fenceErr  atomic.Pointer[error]
+
+	mu     sync.RWMutex
+	inTxn  bool
+	began  time.Time     // when the open transaction began
+	endAge time.Duration // the age of the transaction end is ending
 	// onClose runs once at Close instead of closing the client (the
 	// exactly-once pair closes the shared session when both halves are
 	// closed).
@@ -98,8 +164,57 @@ func newTxProducer(cl *kgo.Client, cfg *PublisherConfig, h *health, what string)
 	return &txProducer{
 		pubDriver: &pubDriver{cl: cl, topics: newTopicMaker(kadm.NewClient(cl), &cfg.Config),
 			caps: capabilities(cfg.MaxMessageBytes), create: !cfg.NoCreateTopics, health: h},
-		what: what,
+		what:    what,
+		timeout: cmp.Or(cfg.TransactionTimeout, defaultTransactionTimeout),
 	}
+}
+
+// defaultTransactionTimeout is kgo's TransactionTimeout default.
+const defaultTransactionTimeout = 40 * time.Second
+
+// txAge is the open transaction's age, 0 with none. Call with mu held.
+func (t *txProducer) txAge() time.Duration {
+	if !t.inTxn || t.began.IsZero() {
+		return 0
+	}
+	return time.Since(t.began)
+}
+
+// txError is txError with a fencing error told apart: a timed-out
+// transaction (ErrTransactionTimedOut) or a takeover (ErrFenced). A
+// fencing error is reported to onFence. age is the transaction's age when
+// err happened.
+func (t *txProducer) txError(what string, err error, age time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	if fencedCode(err) && !errors.Is(err, relay.ErrFenced) {
+		err = fenced(what, err, age, t.timeout)
+	} else {
+		err = txError(what, err)
+	}
+	if errors.Is(err, relay.ErrFenced) {
+		t.fence(err)
+	}
+	return err
+}
+
+// fence records err, the first fencing error, and reports it to onFence.
+func (t *txProducer) fence(err error) {
+	t.fenceOnce.Do(func() {
+		t.fenceErr.Store(&err)
+		if t.onFence != nil {
+			t.onFence(err)
+		}
+	})
+}
+
+// fencedErr is the fencing error met, nil before one.
+func (t *txProducer) fencedErr() error {
+	if p := t.fenceErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // SendBatch implements driver.PublishDriver.
@@ -112,15 +227,27 @@ func (t *txProducer) SendBatch(ctx context.Context, topic string, msgs []*relay.
 // SendBatchAsync implements driver.AsyncSender: the records join the open
 // transaction, or the batch fails with ErrNoTransaction.
 func (t *txProducer) SendBatchAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error)) {
+	if err := t.fencedErr(); err != nil {
+		done(err) // kgo would fail every record; do not hand them over
+		return
+	}
 	t.mu.RLock()
 	if !t.inTxn {
 		t.mu.RUnlock()
 		done(fmt.Errorf("%w: %s", ErrNoTransaction, t.what))
 		return
 	}
+	began := t.began
 	// The plain path's errors (a *relay.PublishError naming the failed
-	// messages, kerr codes such as PRODUCER_FENCED wrapped) pass as they are.
-	t.pubDriver.SendBatchAsync(ctx, topic, msgs, done)
+	// messages) pass as they are, but for a fencing code (the epoch moved:
+	// the transaction timed out or another client took over), which
+	// becomes the fencing error and fences t.
+	t.pubDriver.SendBatchAsync(ctx, topic, msgs, func(err error) {
+		if err != nil && fencedCode(err) {
+			err = t.txError("produce", err, time.Since(began))
+		}
+		done(err)
+	})
 	t.mu.RUnlock()
 }
 
@@ -132,21 +259,26 @@ func (t *txProducer) begin(beginFn func() error) error {
 	if t.inTxn {
 		return fmt.Errorf("relay/kafka: %s: a transaction is already open", t.what)
 	}
-	if err := beginFn(); err != nil {
-		return txError("begin transaction", err)
+	if err := t.fencedErr(); err != nil {
+		return err
 	}
-	t.inTxn = true
+	if err := beginFn(); err != nil {
+		return t.txError("begin transaction", err, 0)
+	}
+	t.inTxn, t.began = true, time.Now()
 	return nil
 }
 
 // end closes the open transaction with endFn, which flushes or aborts and
-// ends it. No send is in the middle of handing over records meanwhile.
+// ends it; endFn maps its errors with t.txError(what, err, t.endAge). No
+// send is in the middle of handing over records meanwhile.
 func (t *txProducer) end(endFn func() error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.inTxn {
 		return fmt.Errorf("%w: %s", ErrNoTransaction, t.what)
 	}
+	t.endAge = t.txAge()
 	t.inTxn = false
 	return endFn()
 }
@@ -228,21 +360,25 @@ func (p *TxPublisher) Begin() error { return p.tp.begin(p.tp.cl.BeginTransaction
 // Commit flushes what was published since Begin and commits it, so that
 // read_committed consumers see all of it. On any failure the transaction
 // is aborted (nothing of it becomes visible) and the error returned;
-// ErrFenced when another client with the same transactional_id took over.
-// Blocking; ctx bounds it (a cancelled Commit leaves the publisher
+// ErrFenced when another client with the same transactional_id took over,
+// ErrTransactionTimedOut when the transaction outlived its timeout (both
+// match relay.ErrFenced: close the publisher and open a new one). Blocking;
+// ctx bounds it (a cancelled Commit leaves the publisher
 // unusable: close it).
 func (p *TxPublisher) Commit(ctx context.Context) error {
 	return p.tp.end(func() error {
 		if err := p.tp.cl.Flush(ctx); err != nil {
 			p.abortLocked(ctx)
-			return txError("flush before commit", err)
+			return p.tp.txError("flush before commit", err, p.tp.endAge)
 		}
 		err := p.tp.cl.EndTransaction(ctx, kgo.TryCommit)
 		if err != nil {
 			// A failed produce leaves kgo refusing the commit
 			// (OperationNotAttempted): abort instead.
-			p.abortLocked(ctx)
-			return txError("commit transaction", err)
+			if aerr := p.abortLocked(ctx); errors.Is(aerr, relay.ErrFenced) {
+				return aerr
+			}
+			return p.tp.txError("commit transaction", err, p.tp.endAge)
 		}
 		return nil
 	})
@@ -256,9 +392,9 @@ func (p *TxPublisher) Abort(ctx context.Context) error {
 
 func (p *TxPublisher) abortLocked(ctx context.Context) error {
 	if err := p.tp.cl.AbortBufferedRecords(ctx); err != nil {
-		return txError("abort buffered records", err)
+		return p.tp.txError("abort buffered records", err, p.tp.endAge)
 	}
-	return txError("abort transaction", p.tp.cl.EndTransaction(ctx, kgo.TryAbort))
+	return p.tp.txError("abort transaction", p.tp.cl.EndTransaction(ctx, kgo.TryAbort), p.tp.endAge)
 }
 
 // Transact runs fn in a transaction: Begin, fn, then Commit when fn

@@ -334,8 +334,9 @@ func TestExactlyOnceFencing(t *testing.T) {
 			t.Fatal("the fenced pair's subscription did not end: its commit succeeded")
 		}
 	}
-	if err := sub1.(relay.HealthChecker).Health(); !errors.Is(err, kafka.ErrFenced) {
-		t.Fatalf("fenced pair's Health: %v; want ErrFenced", err)
+	if err := sub1.(relay.HealthChecker).Health(); !errors.Is(err, kafka.ErrFenced) || !errors.Is(err, relay.ErrTakenOver) ||
+		errors.Is(err, kafka.ErrTransactionTimedOut) {
+		t.Fatalf("fenced pair's Health: %v; want ErrFenced (relay.ErrTakenOver)", err)
 	}
 	if err := pub1.Publish(ctx, out, idsMsgs("late")...); err == nil {
 		t.Fatal("the fenced pair's publisher still publishes")
@@ -347,6 +348,83 @@ func TestExactlyOnceFencing(t *testing.T) {
 	m2 := recv(t, ch2)
 	if m2.ID != "m0" {
 		t.Fatalf("second pair got %s", m2.ID)
+	}
+	if err := pub2.Publish(ctx, out, m2.Copy()); err != nil {
+		t.Fatal(err)
+	}
+	_ = m2.Ack()
+	waitCommitted(t, c, group, in, 1)
+	if d := checkOnce(t, c, out, "read_committed", []string{"m0"}); d != 0 {
+		t.Fatalf("%d duplicates", d)
+	}
+}
+
+// TestExactlyOnceTransactionTimeout: a pair whose transaction outlives
+// transaction_timeout (a process paused while it forwards, shortened here
+// to a handler that waits) is fenced by the coordinator's abort: its next
+// publish fails with ErrTransactionTimedOut (relay.ErrFenced, not
+// relay.ErrTakenOver: nobody else took over), its subscription ends at once
+// although a message is unsettled, it leaves the group (a new pair of the
+// group gets the partition without waiting out the 60 s session timeout),
+// and the input is forwarded once by the new pair.
+func TestExactlyOnceTransactionTimeout(t *testing.T) {
+	c := newCluster(t)
+	c.needFake(t) // a real broker's transaction_timeout floor is 1 s, and its abort is slower
+	in, out, group := unique("in"), unique("out"), unique("g")
+	c.createTopic(t, in, 1)
+	c.createTopic(t, out, 1)
+	src := openPub(t, c.url())
+	if err := src.Publish(context.Background(), in, idsMsgs("m0")...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func(txid string) (relay.ExactlyOnceSubscriber, relay.Publisher) {
+		octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
+		defer ocancel()
+		sub, pub, err := relay.OpenExactlyOnce(octx, c.subURL(group, "transactional_id", txid,
+			"session_timeout", "60s", "transaction_timeout", "300ms"), c.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Close(); _ = pub.Close() })
+		return sub, pub
+	}
+	sub1, pub1 := open(unique("tx"))
+	ch1, err := sub1.Subscribe(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := recv(t, ch1)
+	if err := pub1.Publish(ctx, out, idsMsgs("zombie")...); err != nil {
+		t.Fatal(err)
+	}
+	var perr error
+	for perr == nil { // until the coordinator aborted the transaction
+		time.Sleep(100 * time.Millisecond)
+		perr = pub1.Publish(ctx, out, idsMsgs("late")...)
+	}
+	if !errors.Is(perr, kafka.ErrTransactionTimedOut) || !errors.Is(perr, relay.ErrFenced) ||
+		errors.Is(perr, relay.ErrTakenOver) || errors.Is(perr, kafka.ErrFenced) {
+		t.Fatalf("publish after the timeout: %v; want ErrTransactionTimedOut (relay.ErrFenced, not ErrTakenOver)", perr)
+	}
+	if _, ok := <-ch1; ok {
+		t.Fatal("the timed-out pair delivered another message")
+	}
+	if err := sub1.(relay.HealthChecker).Health(); !errors.Is(err, kafka.ErrTransactionTimedOut) {
+		t.Fatalf("timed-out pair's Health: %v; want ErrTransactionTimedOut", err)
+	}
+	if err := m.Ack(); err == nil {
+		t.Fatal("acking a message of the ended subscription succeeded")
+	}
+	sub2, pub2 := open(unique("tx"))
+	ch2, err := sub2.Subscribe(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := recv(t, ch2) // the 60 s session of pair 1 would hold the partition
+	if m2.ID != "m0" {
+		t.Fatalf("new pair got %s", m2.ID)
 	}
 	if err := pub2.Publish(ctx, out, m2.Copy()); err != nil {
 		t.Fatal(err)

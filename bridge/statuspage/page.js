@@ -39,6 +39,16 @@
   // fmtWindow is fmtSpan with tenths below 10 s: a chart's first seconds.
   function fmtWindow(ms) { return ms < 10000 ? (Math.max(0, ms) / 1000).toFixed(1) + " s" : fmtSpan(ms); }
   function fmtTime(iso) { return iso.slice(0, 19).replace("T", " ") + " UTC"; }
+  // holdsText says what this replica holds of the route's source (the
+  // server's pageHolds says the same).
+  function holdsText(h) {
+    if (h.mode === "partitions") {
+      return h.partitions && h.partitions.length ? "holds partitions " + h.partitions.join(", ") : "holds no partition";
+    }
+    if (h.mode === "single-active") { return h.active ? "single active consumer" : "waiting to be the active consumer"; }
+    return "competing consumer";
+  }
+
   function endText(e) {
     var s = e.topic ? e.topic + " @ " + e.url : e.url;
     return e.group ? s + " (group " + e.group + ")" : s;
@@ -182,6 +192,7 @@
 
     var state = el("td", "state");
     state.appendChild(el("span", "badge", r.state));
+    if (r.holds) { state.appendChild(el("span", "holds", holdsText(r.holds))); }
     if (r.not_ready) { state.appendChild(el("span", "why", "not ready: " + r.not_ready)); }
     if (r.caught_up_since) { state.appendChild(el("span", "sub cutover", "since " + r.caught_up_since.replace("T", " ").replace(/\.\d+Z$/, "Z"))); }
     if (r.caught_up_unknown) { state.appendChild(el("span", "sub cutover", "no cutover signal: " + r.caught_up_unknown)); }
@@ -231,6 +242,7 @@
     }
     tbody.replaceChildren.apply(tbody, rows);
     document.getElementById("bridge-name").textContent = st.bridge;
+    document.getElementById("instance").textContent = st.instance || "";
     document.title = "relay bridge " + st.bridge;
     var started = document.getElementById("started");
     started.textContent = st.started ? fmtTime(st.started) : "not yet";

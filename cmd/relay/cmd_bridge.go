@@ -172,6 +172,10 @@ exit (0: all reachable, 4: some are not) without forwarding anything.`)
 		fmt.Fprintln(e.stderr, err)
 		return exitConfig
 	}
+	if errors.Is(err, bridge.ErrUnrecoverable) {
+		log.Error("bridge stopped: a route cannot recover; what it had in flight is redelivered to the other replicas", "err", err)
+		return exitFailure
+	}
 	if err != nil {
 		log.Error("bridge stopped before every message in flight was settled; they will be redelivered", "err", err)
 		return exitFailure
