@@ -26,8 +26,10 @@
 //	go run ./examples/checkout -broker redis://127.0.0.1:6379/0
 //	go run ./examples/checkout -broker amqp://guest:guest@127.0.0.1:5672/
 //	go run ./examples/checkout -broker nats://127.0.0.1:4222
+//	BROKER=redis://127.0.0.1:6379/0 go run ./examples/checkout
 //
-// The same code runs on any backend: only the URL changes.
+// -broker wins over $BROKER; the default is mem://checkout. The same code
+// runs on any backend: only the URL changes.
 package main
 
 import (
@@ -90,7 +92,7 @@ const (
 )
 
 func main() {
-	broker := flag.String("broker", "mem://checkout", "broker URL; subscribers add group=NAME to it")
+	broker := flag.String("broker", envOr("BROKER", "mem://checkout"), "broker URL (default $BROKER, else mem://checkout); subscribers add group=NAME to it")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not everything arrived by then")
 	flag.Parse()
 
@@ -100,6 +102,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "checkout:", err)
 		os.Exit(1)
 	}
+}
+
+// envOr returns the value of the environment variable name, or def when it
+// is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // Report is what the run received: acked message IDs per group, and how

@@ -18,6 +18,11 @@
 //
 //	docker compose up -d --wait     # RabbitMQ and Kafka (see docker-compose.yml)
 //	go run ./examples/migrate -rabbit amqp://guest:guest@127.0.0.1:5672/ -kafka kafka://127.0.0.1:9092
+//
+// It uses two brokers, so it takes two URLs the way the other examples
+// take -broker: -rabbit wins over $RABBIT (default
+// amqp://guest:guest@127.0.0.1:5672/), -kafka over $KAFKA (default
+// kafka://127.0.0.1:9092; `make kafka` starts one without Docker).
 package main
 
 import (
@@ -50,8 +55,8 @@ var phase1 []byte
 var phase2 []byte
 
 func main() {
-	rabbit := flag.String("rabbit", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
-	kafka := flag.String("kafka", "kafka://127.0.0.1:9092", "Kafka URL")
+	rabbit := flag.String("rabbit", envOr("RABBIT", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL (default $RABBIT, else amqp://guest:guest@127.0.0.1:5672/)")
+	kafka := flag.String("kafka", envOr("KAFKA", "kafka://127.0.0.1:9092"), "Kafka URL (default $KAFKA, else kafka://127.0.0.1:9092)")
 	orders := flag.Int("orders", 5, "orders published per step")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "show the bridge's logs")
@@ -67,6 +72,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "migrate:", err)
 		os.Exit(1)
 	}
+}
+
+// envOr returns the value of the environment variable name, or def when it
+// is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // migration is the state of one walk-through.

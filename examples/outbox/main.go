@@ -14,6 +14,10 @@
 //
 //	go run ./examples/outbox
 //	go run ./examples/outbox -db postgres://app@db:5432/app -broker amqp://guest:guest@127.0.0.1:5672/
+//	BROKER=nats://127.0.0.1:4222 go run ./examples/outbox
+//
+// -broker wins over $BROKER; the default is redis://127.0.0.1:6379/0 (and
+// -db over $DB, default postgres://postgres@127.0.0.1:5432/test).
 //
 // It exits 0 once every saved order's event reached the consumer, 1 if
 // one is missing when -timeout runs out. The forwarder is what `relay
@@ -55,8 +59,8 @@ type Order struct {
 var orders = []Order{{"A-1001", "59.90"}, {"A-1002", "12.50"}, {"A-1001", "59.90"}, {"A-1003", "230.00"}}
 
 func main() {
-	db := flag.String("db", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL (orders and the outbox)")
-	broker := flag.String("broker", "redis://127.0.0.1:6379/0", "broker URL the events are forwarded to")
+	db := flag.String("db", envOr("DB", "postgres://postgres@127.0.0.1:5432/test"), "PostgreSQL URL (orders and the outbox; default $DB, else postgres://postgres@127.0.0.1:5432/test)")
+	broker := flag.String("broker", envOr("BROKER", "redis://127.0.0.1:6379/0"), "broker URL the events are forwarded to (default $BROKER, else redis://127.0.0.1:6379/0)")
 	schema := flag.String("schema", "relay_outbox_example", "schema of the orders table and relay's tables")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every event arrived by then")
 	flag.Parse()
@@ -70,6 +74,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "outbox:", err)
 		os.Exit(1)
 	}
+}
+
+// envOr returns the value of the environment variable name, or def when it
+// is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // withParams adds query parameters to a URL.

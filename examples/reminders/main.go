@@ -60,11 +60,7 @@ var reminders = []struct {
 const dueKey = "reminder-due"
 
 func main() {
-	def := os.Getenv("BROKER")
-	if def == "" {
-		def = "mem://reminders"
-	}
-	broker := flag.String("broker", def, "broker URL (default $BROKER, else mem://reminders); the subscriber adds group=notifier")
+	broker := flag.String("broker", envOr("BROKER", "mem://reminders"), "broker URL (default $BROKER, else mem://reminders); the subscriber adds group=notifier")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every reminder was handled by then")
 	flag.Parse()
 
@@ -74,6 +70,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "reminders:", err)
 		os.Exit(1)
 	}
+}
+
+// envOr returns the value of the environment variable name, or def when it
+// is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // Handled is one reminder as the notifier handled it.

@@ -14,6 +14,8 @@
 //	go run ./examples/requestreply
 //	BROKER=redis://127.0.0.1:6379/0 go run ./examples/requestreply
 //	go run ./examples/requestreply -broker amqp://guest:guest@127.0.0.1:5672/
+//
+// -broker wins over $BROKER; the default is mem://requestreply.
 package main
 
 import (
@@ -43,11 +45,7 @@ import (
 )
 
 func main() {
-	def := os.Getenv("BROKER")
-	if def == "" {
-		def = "mem://requestreply"
-	}
-	broker := flag.String("broker", def, "broker URL (default $BROKER, else mem://requestreply); subscribers add group=NAME to it")
+	broker := flag.String("broker", envOr("BROKER", "mem://requestreply"), "broker URL (default $BROKER, else mem://requestreply); subscribers add group=NAME to it")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every quote is answered by then")
 	flag.Parse()
 
@@ -57,6 +55,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "requestreply:", err)
 		os.Exit(1)
 	}
+}
+
+// envOr returns the value of the environment variable name, or def when it
+// is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // prices is the pricing service's catalogue, in cents.

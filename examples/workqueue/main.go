@@ -16,6 +16,9 @@
 //
 //	go run ./examples/workqueue -workers 4 -jobs 20
 //	go run ./examples/workqueue -broker amqp://guest:guest@127.0.0.1:5672/
+//	BROKER=redis://127.0.0.1:6379/0 go run ./examples/workqueue
+//
+// -broker wins over $BROKER; the default is mem://workqueue.
 package main
 
 import (
@@ -43,7 +46,7 @@ import (
 )
 
 func main() {
-	broker := flag.String("broker", "mem://workqueue", "broker URL; workers add group=resizers to it")
+	broker := flag.String("broker", envOr("BROKER", "mem://workqueue"), "broker URL (default $BROKER, else mem://workqueue); workers add group=resizers to it")
 	workers := flag.Int("workers", 3, "number of workers")
 	jobs := flag.Int("jobs", 12, "number of resize jobs")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every job is done by then")
@@ -57,6 +60,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "workqueue:", err)
 		os.Exit(1)
 	}
+}
+
+// envOr returns the value of the environment variable name, or def when it
+// is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // Result is what a run did: jobs done per worker, and results received.
