@@ -92,6 +92,15 @@ type TopicValidator interface {
 	ValidateTopic(topic string) error
 }
 
+// GroupCheckDriver is optionally implemented by a PublishDriver; see
+// relay.GroupChecker, whose answers CheckGroups gives. A driver whose
+// broker keeps what is published for groups created later implements it
+// too, returning nil, so that callers know; one whose broker drops such
+// messages asks the broker, publishing and creating nothing.
+type GroupCheckDriver interface {
+	CheckGroups(ctx context.Context, topic string) error
+}
+
 // Publisher is a relay.Publisher over a PublishDriver.
 type Publisher struct {
 	d     PublishDriver
@@ -144,6 +153,33 @@ func (p *Publisher) Health() error {
 		return h.Health()
 	}
 	return nil
+}
+
+// CheckGroups implements relay.GroupChecker: ErrClosed after Close, the
+// topic checks of Publish, then the driver's answer; an error wrapping
+// relay.ErrNotSupported when the driver does not implement
+// GroupCheckDriver. Close waits for it as for Publish.
+func (p *Publisher) CheckGroups(ctx context.Context, topic string) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return relay.ErrClosed
+	}
+	p.inflight.Add(1)
+	p.mu.Unlock()
+	defer p.inflight.Done()
+	if err := p.validate(topic, nil); err != nil {
+		return err
+	}
+	gc, ok := p.d.(GroupCheckDriver)
+	if !ok {
+		return fmt.Errorf("%w: the %s adapter cannot tell whether topic %q has a group", relay.ErrNotSupported, p.caps.Backend, topic)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(p.kill, cancel)
+	defer stop()
+	return gc.CheckGroups(ctx, topic)
 }
 
 // Publish implements relay.Publisher.

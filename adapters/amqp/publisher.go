@@ -30,6 +30,7 @@ type sharedPublisher interface {
 	relay.AsyncPublisher
 	relay.CapabilityReporter
 	relay.HealthChecker
+	relay.GroupChecker
 }
 
 // State reports the connection state.

@@ -78,6 +78,22 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 // ValidateTopic implements driver.TopicValidator.
 func (d *pubDriver) ValidateTopic(topic string) error { return checkTopic(topic) }
 
+// CheckGroups implements driver.GroupCheckDriver: publishing stores a
+// message only for the groups the topic has at that moment (rows of the
+// groups table, made by Provision and Subscribe), so a topic without one
+// is a *relay.NoGroupError.
+func (d *pubDriver) CheckGroups(ctx context.Context, topic string) error {
+	var has bool
+	if err := d.pool.QueryRow(ctx, d.q.hasGroup, topic).Scan(&has); err != nil {
+		return fmt.Errorf("relay/postgres: looking for the groups of %q: %w", topic, err)
+	}
+	if !has {
+		return &relay.NoGroupError{Backend: "postgres", Topic: topic,
+			Detail: fmt.Sprintf("no row for it in %s.groups", d.cfg.Schema)}
+	}
+	return nil
+}
+
 // ValidateMessage implements driver.MessageValidator: text columns take
 // neither NUL bytes nor invalid UTF-8.
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return checkText(m) }

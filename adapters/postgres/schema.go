@@ -120,6 +120,7 @@ type queries struct {
 	insert   string
 	notify   string
 	group    string
+	hasGroup string
 	claim    string
 	nextDue  string
 	lock     string
@@ -165,6 +166,8 @@ FROM m, S.groups g WHERE g.topic = $1`),
 FROM S.deliveries WHERE topic = $1 AND group_name = $2 AND visible_at > now()`),
 		notify: `SELECT pg_notify($1, $2)`,
 		group:  r.Replace(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		// Whether topic $1 has a group, which publishing needs (see insert).
+		hasGroup: r.Replace(`SELECT EXISTS (SELECT 1 FROM S.groups WHERE topic = $1)`),
 		// Every group, delivery and message row of topic $1, in one statement.
 		remove: r.Replace(`WITH g AS (DELETE FROM S.groups WHERE topic = $1),
 d AS (DELETE FROM S.deliveries WHERE topic = $1)
