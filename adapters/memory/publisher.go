@@ -51,4 +51,5 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 // (see Capabilities.RetainedBeforeGroup), so a message published before
 // any group exists is kept for one created later.
 func (d *pubDriver) CheckGroups(context.Context, string) error { return nil }
-func (d *pubDriver) Close() error                     { return nil }
+
+func (d *pubDriver) Close() error { return nil }
