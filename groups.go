@@ -7,8 +7,9 @@ import (
 )
 
 // ErrNoGroup is matched (errors.Is) by the error GroupChecker.CheckGroups
-// returns for a topic that no group would receive a message from: one
-// published now would be lost. Every such error is a *NoGroupError.
+// returns for a topic that no group would receive a message from (one
+// published now would be lost), and by the error GroupPublisher returns
+// for a group that does not exist. Every such error is a *NoGroupError.
 var ErrNoGroup = errors.New("relay: the topic has no group")
 
 // GroupChecker is implemented by publishers that can tell, before
@@ -42,11 +43,19 @@ type NoGroupError struct {
 	Backend string
 	// Topic is the topic that has no group.
 	Topic string
+	// Group, when set, is the one group that does not exist (from
+	// GroupPublisher.PublishToGroup); the topic may have others.
+	Group string
 	// Detail is what the broker showed, e.g. `exchange "orders" does not exist`.
 	Detail string
 }
 
 func (e *NoGroupError) Error() string {
+	if e.Group != "" {
+		return fmt.Sprintf("relay/%s: group %q of topic %q does not exist (%s); "+
+			"provision it first with `relay provision URL %s --group %s` (or Subscriber.Provision)",
+			e.Backend, e.Group, e.Topic, e.Detail, e.Topic, e.Group)
+	}
 	return fmt.Sprintf("relay/%s: topic %q has no group (%s): a message published to it now would be delivered to no one; "+
 		"provision a group first with `relay provision URL %s --group GROUP` (or Subscriber.Provision)",
 		e.Backend, e.Topic, e.Detail, e.Topic)
@@ -54,3 +63,27 @@ func (e *NoGroupError) Error() string {
 
 // Is makes errors.Is(err, ErrNoGroup) true.
 func (e *NoGroupError) Is(target error) bool { return target == ErrNoGroup }
+
+// GroupNamer is implemented by subscribers that know the group they were
+// opened for (every subscriber of this module). Group returns it, or ""
+// where the topic itself is the group (sqs://). The router passes it to
+// handlers (router.Group), and the PoisonQueue middleware records it in
+// the poison copy, so that `relay replay --per-group` can send the message
+// back to the group that failed it.
+type GroupNamer interface {
+	Group() string
+}
+
+// GroupPublisher is implemented by publishers whose broker can deliver a
+// message to one group of a topic, not to all of them: PublishToGroup
+// publishes msgs so that only group receives them, as if they had been
+// published to topic while it was the topic's only group. It is Publish
+// in every other respect (the same checks, confirmation and errors), but
+// takes no message with a DeliverAt in the future. A group that does not
+// exist is an error matching ErrNoGroup. Backends whose groups all read
+// one log (Kafka, Redis Streams, NATS JetStream) cannot: their publishers
+// return an error wrapping ErrNotSupported; Capabilities.PublishToGroup
+// says which without a call.
+type GroupPublisher interface {
+	PublishToGroup(ctx context.Context, topic, group string, msgs ...*Message) error
+}

@@ -92,15 +92,6 @@ type TopicValidator interface {
 	ValidateTopic(topic string) error
 }
 
-// GroupCheckDriver is optionally implemented by a PublishDriver; see
-// relay.GroupChecker, whose answers CheckGroups gives. A driver whose
-// broker keeps what is published for groups created later implements it
-// too, returning nil, so that callers know; one whose broker drops such
-// messages asks the broker, publishing and creating nothing.
-type GroupCheckDriver interface {
-	CheckGroups(ctx context.Context, topic string) error
-}
-
 // Publisher is a relay.Publisher over a PublishDriver.
 type Publisher struct {
 	d     PublishDriver
@@ -155,33 +146,6 @@ func (p *Publisher) Health() error {
 	return nil
 }
 
-// CheckGroups implements relay.GroupChecker: ErrClosed after Close, the
-// topic checks of Publish, then the driver's answer; an error wrapping
-// relay.ErrNotSupported when the driver does not implement
-// GroupCheckDriver. Close waits for it as for Publish.
-func (p *Publisher) CheckGroups(ctx context.Context, topic string) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return relay.ErrClosed
-	}
-	p.inflight.Add(1)
-	p.mu.Unlock()
-	defer p.inflight.Done()
-	if err := p.validate(topic, nil); err != nil {
-		return err
-	}
-	gc, ok := p.d.(GroupCheckDriver)
-	if !ok {
-		return fmt.Errorf("%w: the %s adapter cannot tell whether topic %q has a group", relay.ErrNotSupported, p.caps.Backend, topic)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(p.kill, cancel)
-	defer stop()
-	return gc.CheckGroups(ctx, topic)
-}
-
 // Publish implements relay.Publisher.
 func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
 	p.mu.Lock()
@@ -212,21 +176,28 @@ func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 	return p.send(ctx, topic, msgs)
 }
 
-// send sends msgs, which passed validate, in batches of the driver's
-// MaxBatch (or whole, to a WholeSender), each sent again as the driver's
-// Retryable errors allow (see sendRetrying) before the next, and combines
-// the batches' outcomes as Publish reports them.
+// send sends msgs, which passed validate, with the driver's SendAll when
+// it is a WholeSender, else with sendBatches and its SendBatch.
 func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Message) error {
-	if ws, ok := p.d.(WholeSender); ok {
-		failed, whole := p.sendRetrying(ctx, topic, msgs, ws.SendAll)
-		if whole != nil {
-			return whole
-		}
-		if len(failed) > 0 {
-			return &relay.PublishError{Failed: failed}
-		}
-		return nil
+	ws, ok := p.d.(WholeSender)
+	if !ok {
+		return p.sendBatches(ctx, topic, msgs, p.d.SendBatch)
 	}
+	failed, whole := p.sendRetrying(ctx, topic, msgs, ws.SendAll)
+	if whole != nil {
+		return whole
+	}
+	if len(failed) > 0 {
+		return &relay.PublishError{Failed: failed}
+	}
+	return nil
+}
+
+// sendBatches sends msgs in batches of the driver's MaxBatch, each made by
+// attempt and sent again as the driver's Retryable errors allow (see
+// sendRetrying) before the next, and combines the batches' outcomes as
+// Publish reports them.
+func (p *Publisher) sendBatches(ctx context.Context, topic string, msgs []*relay.Message, attempt attemptFunc) error {
 	size := p.caps.MaxBatch
 	if size <= 0 {
 		size = len(msgs)
@@ -234,7 +205,7 @@ func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Messag
 	var failed []relay.MessageFailure
 	for start := 0; start < len(msgs); start += size {
 		end := min(start+size, len(msgs))
-		f, whole := p.sendRetrying(ctx, topic, msgs[start:end], p.d.SendBatch)
+		f, whole := p.sendRetrying(ctx, topic, msgs[start:end], attempt)
 		if whole == nil {
 			failed = append(failed, f...)
 			continue

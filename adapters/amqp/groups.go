@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -42,6 +43,26 @@ func (d *pubDriver) CheckGroups(ctx context.Context, topic string) error {
 	return fmt.Errorf("%w: exchange %q exists, but AMQP 0-9-1 does not tell whether a queue is bound to it "+
 		"(RabbitMQ's management API lists bindings); a message no queue is bound for fails with ErrUnroutable",
 		relay.ErrNotSupported, ex)
+}
+
+// SendBatchToGroup implements driver.GroupSendDriver: msgs go through the
+// default exchange straight to group's queue of topic
+// (<queue_prefix>topic.<group>), confirmed and mandatory as SendBatch
+// sends them; a queue that does not exist returns them unroutable, which
+// is reported as a *relay.NoGroupError naming the group. The
+// topic's exchange is declared as for SendBatch, and bindings play no
+// part.
+func (d *pubDriver) SendBatchToGroup(ctx context.Context, topic, group string, msgs []*relay.Message) error {
+	q := names{exchangePrefix: d.cfg.ExchangePrefix, queuePrefix: d.cfg.QueuePrefix, group: group}.queue(topic)
+	plan := sendPlan{topic: topic, ex: "", queue: q, channel: d.channel, enc: encode}
+	failed := d.sendTo(ctx, plan, msgs)
+	for i, f := range failed {
+		if errors.Is(f.Err, ErrUnroutable) {
+			failed[i].Err = &relay.NoGroupError{Backend: "amqp", Topic: topic, Group: group,
+				Detail: fmt.Sprintf("no queue %q", q)}
+		}
+	}
+	return d.result(msgs, failed)
 }
 
 // closeProbe closes ch, a channel of CheckGroups, in the background

@@ -45,6 +45,7 @@ type sharedSubscriber interface {
 	relay.CapabilityReporter
 	relay.HealthChecker
 	relay.LagReporter
+	relay.GroupNamer
 	driver.BatchSubscriber
 	RemoveTopic(ctx context.Context, topic string) error
 }
@@ -69,7 +70,7 @@ func NewSubscriber(ctx context.Context, cfg Config) (*Subscriber, error) {
 		caps:  capabilities(&cfg),
 		log:   cfg.logger().With("backend", "amqp", "group", cfg.Group),
 	}
-	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger})
+	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger, Group: cfg.Group})
 	return &Subscriber{sharedSubscriber: s, d: d}, nil
 }
 

@@ -170,7 +170,7 @@ func TestPoisonAndReplay(t *testing.T) {
 	}
 
 	code, stdout, stderr = runRelay(t, nil, "replay", r.pubURL, in+".poison", "--group", "ops-"+run, "--idle", "3s", "--rate", "10")
-	if code != 0 || stdout != "replayed "+big.ID+" to "+in+"\n" || !strings.Contains(stderr, "replayed 1 message(s); 1 to "+in) {
+	if code != 0 || stdout != "replayed "+big.ID+" to "+in+"\n" || !strings.Contains(stderr, "replayed 1 message(s) from 1 poison copy; 1 to "+in) {
 		t.Fatalf("replay: exit %d\nstdout %q\nstderr %s", code, stdout, stderr)
 	}
 	// The check group of the source topic saw big, small and the replayed big.
