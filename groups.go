@@ -80,10 +80,11 @@ type GroupNamer interface {
 // published to topic while it was the topic's only group. It is Publish
 // in every other respect (the same checks, confirmation and errors), but
 // takes no message with a DeliverAt in the future. A group that does not
-// exist is an error matching ErrNoGroup. Backends whose groups all read
-// one log (Kafka, Redis Streams, NATS JetStream) cannot: their publishers
-// return an error wrapping ErrNotSupported; Capabilities.PublishToGroup
-// says which without a call.
+// exist is an error matching ErrNoGroup. RabbitMQ, PostgreSQL and SNS can;
+// backends whose groups all read one log (Kafka, Redis Streams, NATS
+// JetStream) cannot, nor can plain SQS (the queue is the group): their
+// publishers return an error wrapping ErrNotSupported.
+// Capabilities.PublishToGroup says which without a call.
 type GroupPublisher interface {
 	PublishToGroup(ctx context.Context, topic, group string, msgs ...*Message) error
 }

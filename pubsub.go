@@ -185,7 +185,7 @@ type Capabilities struct {
 	DeduplicatesByID bool
 	// PublishToGroup: GroupPublisher.PublishToGroup can deliver a message
 	// to one group of a topic (RabbitMQ: to the group's queue; PostgreSQL:
-	// a delivery row for that group only).
+	// a delivery row for that group only; SNS: to the group's SQS queue).
 	PublishToGroup bool
 	// RetainedBeforeGroup describes what happens to messages published
 	// before a group exists (documented in prose, e.g. "dropped",

@@ -7,8 +7,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // CheckGroups implements driver.GroupCheckDriver. On sqs:// it is nil:
@@ -93,4 +95,38 @@ func (t *topology) existingTopicArn(ctx context.Context, name string) (arn strin
 		}
 	}
 	return "", false, nil
+}
+
+// SendBatchToGroup implements driver.GroupSendDriver on sns://: msgs go
+// straight to group's queue (groupQueueName: "<topic>-<group>", the queue
+// a subscriber without queue= uses), sent as SQS messages in the form
+// that raw SNS delivery gives them, so the group's subscriber reads them
+// as it reads what the topic delivers; the topic's other subscriptions
+// get nothing. The queue must exist (a group provisioned or subscribed
+// once): a missing one is a *relay.NoGroupError, and nothing is created.
+// A group whose subscriber names its queue with queue= cannot be reached
+// this way. sqs:// has no groups: relay.ErrNotSupported.
+func (d *pubDriver) SendBatchToGroup(ctx context.Context, topic, group string, msgs []*relay.Message) error {
+	if d.scheme != SchemeSNS {
+		return fmt.Errorf("%w: sqs:// has no groups (the queue is the group): publish to it", relay.ErrNotSupported)
+	}
+	name := groupQueueName(topic, group)
+	out, err := d.c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	switch {
+	case isQueueMissing(err):
+		return &relay.NoGroupError{Backend: SchemeSNS, Topic: topic, Group: group, Detail: fmt.Sprintf("no SQS queue %q", name)}
+	case err != nil:
+		d.noteCall(err)
+		if isTransient(err) {
+			return driver.Retryable(fmt.Errorf("relay/sqs: finding queue %q of group %q: %w", name, group, err))
+		}
+		return fmt.Errorf("relay/sqs: finding queue %q of group %q: %w", name, group, err)
+	}
+	url := aws.ToString(out.QueueUrl)
+	api := sqsPublishAPI(d.c, d.topo)
+	api.dest = func(context.Context, string) (string, error) { return url, nil }
+	api.forget = func(string) {}
+	q := &pubDriver{endpoint: d.endpoint, api: api}
+	q.noBatch.Store(d.noBatch.Load())
+	return q.SendAll(ctx, name, msgs)
 }

@@ -177,6 +177,7 @@ func capabilities(scheme string, cfg Config) relay.Capabilities {
 		c.MaxDeliverDelay = MaxDeliverDelay
 	}
 	if scheme == SchemeSNS {
+		c.PublishToGroup = true // straight to the group's queue: SendBatchToGroup
 		c.RetainedBeforeGroup = "dropped unless the group was provisioned (Provision or an earlier Subscribe): SNS delivers only to existing subscriptions"
 	} else {
 		c.RetainedBeforeGroup = "kept: the queue is the group, and the publisher creates it (create_queues=true)"

@@ -39,8 +39,9 @@ this run reads is acked. Copies of one ID whose payload or Key differ are
 reported and left on the poison topic. With --per-group each copy goes back
 to the group that failed it (relay-poison-group), and only to it: where the
 broker can deliver to one group (RabbitMQ: to the group's queue;
-PostgreSQL: a delivery for that group). Kafka, Redis Streams and NATS
-cannot (their groups read one log): there --per-group is refused.
+PostgreSQL: a delivery for that group; SNS: to the group's SQS queue).
+Kafka, Redis Streams and NATS cannot (their groups read one log), nor can
+sqs:// (the queue is the group): there --per-group is refused.
 
 Publishing is limited to --rate messages per second so that a fixed
 consumer is not flooded. The command ends after --count messages were

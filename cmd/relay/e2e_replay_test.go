@@ -239,11 +239,11 @@ func TestReplayOncePerOriginalID(t *testing.T) {
 
 // TestReplayPerGroup: two of three services poison an order; relay replay
 // --per-group sends it back to those two groups only, on RabbitMQ (the
-// group's queue) and PostgreSQL (a delivery row for the group): the
-// third, which handled it, does not see it again.
+// group's queue), PostgreSQL (a delivery row for the group) and SNS (the
+// group's SQS queue): the third, which handled it, does not see it again.
 func TestReplayPerGroup(t *testing.T) {
 	holdBrokers(t)
-	for _, b := range []backend{amqpBackend(t), postgresBackend(t)} {
+	for _, b := range []backend{amqpBackend(t), postgresBackend(t), snsBackend(t)} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			groups, failing := []string{"inventory", "email", "analytics"}, []string{"inventory", "email"}
@@ -252,7 +252,10 @@ func TestReplayPerGroup(t *testing.T) {
 			publish(t, b, s.topic, bad)
 			s.waitFor(bad.ID, 1, groups...)
 
-			code, stdout, stderr := runRelay(t, nil, "replay", b.pubURL, s.poison, "--group", "ops", "--per-group", "--dry-run", "--idle", "2s")
+			// The poison topic's subscriber URL (with the test's short
+			// polls on sns://), and --to the publishing URL.
+			replay := []string{"replay", b.subURL("ops"), s.poison, "--to", b.pubURL, "--per-group", "--idle", "2s"}
+			code, stdout, stderr := runRelay(t, nil, append(replay, "--dry-run")...)
 			for _, g := range failing {
 				if want := "would replay " + bad.ID + " to " + s.topic + " for group " + g + `: 1 poison copy (handler "svc-` + g + `"); reason: malformed order` + "\n"; !strings.Contains(stdout, want) {
 					t.Errorf("replay --per-group --dry-run lacks %q", want)
@@ -263,7 +266,7 @@ func TestReplayPerGroup(t *testing.T) {
 			}
 
 			s.healed.Store(true)
-			code, stdout, stderr = runRelay(t, nil, "replay", b.pubURL, s.poison, "--group", "ops", "--per-group", "--idle", "2s")
+			code, stdout, stderr = runRelay(t, nil, replay...)
 			for _, g := range failing {
 				if want := "replayed " + bad.ID + " to " + s.topic + " for group " + g + "\n"; !strings.Contains(stdout, want) {
 					t.Errorf("replay --per-group lacks %q", want)
