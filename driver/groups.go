@@ -31,26 +31,16 @@ type GroupSendDriver interface {
 // relay.ErrNotSupported when the driver does not implement
 // GroupCheckDriver. Close waits for it as for Publish.
 func (p *Publisher) CheckGroups(ctx context.Context, topic string) error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return relay.ErrClosed
-	}
-	p.inflight.Add(1)
-	p.mu.Unlock()
-	defer p.inflight.Done()
-	if err := p.validate(topic, nil); err != nil {
-		return err
-	}
-	gc, ok := p.d.(GroupCheckDriver)
-	if !ok {
-		return fmt.Errorf("%w: the %s adapter cannot tell whether topic %q has a group", relay.ErrNotSupported, p.caps.Backend, topic)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(p.kill, cancel)
-	defer stop()
-	return gc.CheckGroups(ctx, topic)
+	return p.call(ctx, func(ctx context.Context) error {
+		if err := p.validate(topic, nil); err != nil {
+			return err
+		}
+		gc, ok := p.d.(GroupCheckDriver)
+		if !ok {
+			return fmt.Errorf("%w: the %s adapter cannot tell whether topic %q has a group", relay.ErrNotSupported, p.caps.Backend, topic)
+		}
+		return gc.CheckGroups(ctx, topic)
+	})
 }
 
 // PublishToGroup implements relay.GroupPublisher: Publish's checks, then
@@ -66,34 +56,21 @@ func (p *Publisher) PublishToGroup(ctx context.Context, topic, group string, msg
 	if group == "" {
 		return fmt.Errorf("relay: PublishToGroup: the group is empty")
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return relay.ErrClosed
-	}
-	p.inflight.Add(1)
-	p.mu.Unlock()
-	defer p.inflight.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := p.validate(topic, msgs); err != nil {
-		return err
-	}
-	now := time.Now()
-	for _, m := range msgs {
-		if _, later := Delay(m, now); later {
-			return fmt.Errorf("%w: PublishToGroup of message %s, due later (Message.DeliverAt)", relay.ErrNotSupported, m.ID)
+	return p.call(ctx, func(ctx context.Context) error {
+		if err := p.validate(topic, msgs); err != nil {
+			return err
 		}
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(p.kill, cancel)
-	defer stop()
-	return p.sendBatches(ctx, topic, msgs, func(ctx context.Context, topic string, batch []*relay.Message) error {
-		return gs.SendBatchToGroup(ctx, topic, group, batch)
+		now := time.Now()
+		for _, m := range msgs {
+			if _, later := Delay(m, now); later {
+				return fmt.Errorf("%w: PublishToGroup of message %s, due later (Message.DeliverAt)", relay.ErrNotSupported, m.ID)
+			}
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		return p.sendBatches(ctx, topic, msgs, func(ctx context.Context, topic string, batch []*relay.Message) error {
+			return gs.SendBatchToGroup(ctx, topic, group, batch)
+		})
 	})
 }

@@ -148,6 +148,24 @@ func (p *Publisher) Health() error {
 
 // Publish implements relay.Publisher.
 func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
+	return p.call(ctx, func(ctx context.Context) error {
+		if err := p.validate(topic, msgs); err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		if p.stamp {
+			msgs = stampDue(msgs)
+		}
+		return p.send(ctx, topic, msgs)
+	})
+}
+
+// call runs fn, the work of a Publish (or CheckGroups, PublishToGroup)
+// call: ErrClosed after Close, which waits for fn; fn's ctx is also
+// cancelled when Close gives up waiting.
+func (p *Publisher) call(ctx context.Context, fn func(ctx context.Context) error) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -156,24 +174,14 @@ func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 	p.inflight.Add(1)
 	p.mu.Unlock()
 	defer p.inflight.Done()
-
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if err := p.validate(topic, msgs); err != nil {
-		return err
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	if p.stamp {
-		msgs = stampDue(msgs)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(p.kill, cancel)
 	defer stop()
-	return p.send(ctx, topic, msgs)
+	return fn(ctx)
 }
 
 // send sends msgs, which passed validate, with the driver's SendAll when
