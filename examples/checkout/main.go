@@ -92,7 +92,7 @@ const (
 )
 
 func main() {
-	broker := flag.String("broker", envOr("BROKER", "mem://checkout"), "broker URL (default $BROKER, else mem://checkout); subscribers add group=NAME to it")
+	broker := brokerFlag(flag.CommandLine)
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not everything arrived by then")
 	flag.Parse()
 
@@ -104,13 +104,19 @@ func main() {
 	}
 }
 
-// envOr returns the value of the environment variable name, or def when it
-// is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://checkout", "broker URL; subscribers add group=NAME to it")
+}
+
+// envFlag defines the string flag -name on fs, whose default is the
+// environment variable of the same name in capitals, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
 	}
-	return def
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // Report is what the run received: acked message IDs per group, and how

@@ -55,8 +55,8 @@ var phase1 []byte
 var phase2 []byte
 
 func main() {
-	rabbit := flag.String("rabbit", envOr("RABBIT", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL (default $RABBIT, else amqp://guest:guest@127.0.0.1:5672/)")
-	kafka := flag.String("kafka", envOr("KAFKA", "kafka://127.0.0.1:9092"), "Kafka URL (default $KAFKA, else kafka://127.0.0.1:9092)")
+	rabbit := rabbitFlag(flag.CommandLine)
+	kafka := kafkaFlag(flag.CommandLine)
 	orders := flag.Int("orders", 5, "orders published per step")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "show the bridge's logs")
@@ -74,13 +74,24 @@ func main() {
 	}
 }
 
-// envOr returns the value of the environment variable name, or def when it
-// is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// rabbitFlag defines -rabbit on fs.
+func rabbitFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "rabbit", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+}
+
+// kafkaFlag defines -kafka on fs.
+func kafkaFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "kafka", "kafka://127.0.0.1:9092", "Kafka URL")
+}
+
+// envFlag defines the string flag -name on fs, whose default is the
+// environment variable of the same name in capitals, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
 	}
-	return def
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // migration is the state of one walk-through.

@@ -35,6 +35,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,8 +60,8 @@ type Order struct {
 var orders = []Order{{"A-1001", "59.90"}, {"A-1002", "12.50"}, {"A-1001", "59.90"}, {"A-1003", "230.00"}}
 
 func main() {
-	db := flag.String("db", envOr("DB", "postgres://postgres@127.0.0.1:5432/test"), "PostgreSQL URL (orders and the outbox; default $DB, else postgres://postgres@127.0.0.1:5432/test)")
-	broker := flag.String("broker", envOr("BROKER", "redis://127.0.0.1:6379/0"), "broker URL the events are forwarded to (default $BROKER, else redis://127.0.0.1:6379/0)")
+	db := dbFlag(flag.CommandLine)
+	broker := brokerFlag(flag.CommandLine)
 	schema := flag.String("schema", "relay_outbox_example", "schema of the orders table and relay's tables")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every event arrived by then")
 	flag.Parse()
@@ -76,13 +77,24 @@ func main() {
 	}
 }
 
-// envOr returns the value of the environment variable name, or def when it
-// is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// dbFlag defines -db on fs.
+func dbFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "db", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL (orders and the outbox)")
+}
+
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "redis://127.0.0.1:6379/0", "broker URL the events are forwarded to")
+}
+
+// envFlag defines the string flag -name on fs, whose default is the
+// environment variable of the same name in capitals, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
 	}
-	return def
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // withParams adds query parameters to a URL.

@@ -60,7 +60,7 @@ var reminders = []struct {
 const dueKey = "reminder-due"
 
 func main() {
-	broker := flag.String("broker", envOr("BROKER", "mem://reminders"), "broker URL (default $BROKER, else mem://reminders); the subscriber adds group=notifier")
+	broker := brokerFlag(flag.CommandLine)
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every reminder was handled by then")
 	flag.Parse()
 
@@ -72,13 +72,19 @@ func main() {
 	}
 }
 
-// envOr returns the value of the environment variable name, or def when it
-// is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://reminders", "broker URL; the subscriber adds group=notifier")
+}
+
+// envFlag defines the string flag -name on fs, whose default is the
+// environment variable of the same name in capitals, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
 	}
-	return def
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // Handled is one reminder as the notifier handled it.

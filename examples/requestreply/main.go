@@ -45,7 +45,7 @@ import (
 )
 
 func main() {
-	broker := flag.String("broker", envOr("BROKER", "mem://requestreply"), "broker URL (default $BROKER, else mem://requestreply); subscribers add group=NAME to it")
+	broker := brokerFlag(flag.CommandLine)
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every quote is answered by then")
 	flag.Parse()
 
@@ -57,13 +57,19 @@ func main() {
 	}
 }
 
-// envOr returns the value of the environment variable name, or def when it
-// is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://requestreply", "broker URL; subscribers add group=NAME to it")
+}
+
+// envFlag defines the string flag -name on fs, whose default is the
+// environment variable of the same name in capitals, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
 	}
-	return def
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // prices is the pricing service's catalogue, in cents.

@@ -46,7 +46,7 @@ import (
 )
 
 func main() {
-	broker := flag.String("broker", envOr("BROKER", "mem://workqueue"), "broker URL (default $BROKER, else mem://workqueue); workers add group=resizers to it")
+	broker := brokerFlag(flag.CommandLine)
 	workers := flag.Int("workers", 3, "number of workers")
 	jobs := flag.Int("jobs", 12, "number of resize jobs")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every job is done by then")
@@ -62,13 +62,19 @@ func main() {
 	}
 }
 
-// envOr returns the value of the environment variable name, or def when it
-// is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://workqueue", "broker URL; workers add group=resizers to it")
+}
+
+// envFlag defines the string flag -name on fs, whose default is the
+// environment variable of the same name in capitals, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
 	}
-	return def
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // Result is what a run did: jobs done per worker, and results received.

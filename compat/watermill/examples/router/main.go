@@ -46,7 +46,7 @@ import (
 func main() {
 	n := flag.Int("n", 20, "how many words to publish")
 	timeout := flag.Duration("timeout", time.Minute, "give up after this long")
-	brokerURL := flag.String("broker", envOr("BROKER", "mem://router-example"), "relay URL of the backend (default $BROKER, else mem://router-example)")
+	brokerURL := brokerFlag(flag.CommandLine)
 	flag.Parse()
 	broker := *brokerURL
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -56,13 +56,19 @@ func main() {
 	}
 }
 
-// envOr returns the value of the environment variable name, or def when it
-// is unset or empty.
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://router-example", "relay URL of the backend")
+}
+
+// envFlag defines the string flag -name on fs, whose default is the
+// environment variable of the same name in capitals, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
 	}
-	return def
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // run publishes n words to a fresh pair of topics (suffix makes them
