@@ -105,7 +105,7 @@ takes any credentials, but the AWS SDK wants some. In another terminal:
   relay publish 'sns://?region=us-east-1&endpoint=http://127.0.0.1:$port&queue_policy=false' orders --data hello
 
 (relay is bin/relay after "make build", or "go run ./cmd/relay".)
-Tests: RELAY_TEST_SQS_ENDPOINT=http://127.0.0.1:$port. Ctrl-C stops it; nothing is kept.
+Ctrl-C stops it; nothing is kept.
 EOF
 	;;
 *)
