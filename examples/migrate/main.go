@@ -84,8 +84,7 @@ func kafkaFlag(fs *flag.FlagSet) *string {
 	return envFlag(fs, "kafka", "kafka://127.0.0.1:9092", "Kafka URL")
 }
 
-// envFlag defines the string flag -name on fs, whose default is the
-// environment variable of the same name in capitals, else def.
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
 func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
 	v := os.Getenv(strings.ToUpper(name))
 	if v == "" {

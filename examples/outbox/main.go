@@ -87,8 +87,7 @@ func brokerFlag(fs *flag.FlagSet) *string {
 	return envFlag(fs, "broker", "redis://127.0.0.1:6379/0", "broker URL the events are forwarded to")
 }
 
-// envFlag defines the string flag -name on fs, whose default is the
-// environment variable of the same name in capitals, else def.
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
 func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
 	v := os.Getenv(strings.ToUpper(name))
 	if v == "" {

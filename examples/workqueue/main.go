@@ -67,8 +67,7 @@ func brokerFlag(fs *flag.FlagSet) *string {
 	return envFlag(fs, "broker", "mem://workqueue", "broker URL; workers add group=resizers to it")
 }
 
-// envFlag defines the string flag -name on fs, whose default is the
-// environment variable of the same name in capitals, else def.
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
 func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
 	v := os.Getenv(strings.ToUpper(name))
 	if v == "" {
