@@ -1,7 +1,7 @@
 # The README's commands. Each target is a thin wrapper; run `make help`.
 GO ?= go
 
-.PHONY: help demo test faults bench lint build
+.PHONY: help demo kafka sqs test faults bench lint build
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
@@ -11,6 +11,12 @@ help: ## list the targets
 demo: ## run the checkout demo on the in-process backend (BROKER=url to change)
 	@echo '$(GO) run ./examples/checkout$(if $(BROKER), -broker "$$BROKER")'
 	@BROKER='$(BROKER)' $(GO) run ./examples/checkout $(if $(BROKER),-broker "$$BROKER")
+
+kafka: ## run Kafka (kfake, in memory) on 127.0.0.1:9092 in the foreground, no Docker needed (KAFKA_PORT=n to change)
+	@scripts/dev.sh kafka
+
+sqs: ## run SQS/SNS (goaws v0.5.4, in memory) on port 4100 in the foreground, no Docker needed (SQS_PORT=n to change)
+	@scripts/dev.sh sqs
 
 test: ## run all tests, starting Redis/RabbitMQ/PostgreSQL/NATS if needed (what CI runs; PKGS=./x/... to narrow)
 	scripts/test.sh $(PKGS)

@@ -183,6 +183,10 @@ type Capabilities struct {
 	// It does not replace Dedup: past the window, and for redeliveries, a
 	// consumer still sees a message twice.
 	DeduplicatesByID bool
+	// PublishToGroup: GroupPublisher.PublishToGroup can deliver a message
+	// to one group of a topic (RabbitMQ: to the group's queue; PostgreSQL:
+	// a delivery row for that group only; SNS: to the group's SQS queue).
+	PublishToGroup bool
 	// RetainedBeforeGroup describes what happens to messages published
 	// before a group exists (documented in prose, e.g. "dropped",
 	// "kept from the oldest retained offset").

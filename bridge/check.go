@@ -17,15 +17,25 @@ type EndpointStatus struct {
 	Topic string
 	// Err is nil when the endpoint could be opened and reported a usable
 	// connection.
-	Err     error
+	Err error
+	// Groups is, for a destination or poison endpoint that could be
+	// opened, what its publisher's relay.GroupChecker answered for Topic:
+	// nil when a message published now would reach a group, an error
+	// matching relay.ErrNoGroup when it would reach none (the route
+	// would fail every publish, or lose what it forwards), one wrapping
+	// relay.ErrNotSupported when the broker cannot tell, another when
+	// the check failed. Always nil for a source.
+	Groups  error
 	Elapsed time.Duration
 }
 
 // Check opens every endpoint of cfg (the source as a subscriber of the
 // route's group, the destination and poison URLs as publishers), asks it for
-// its health where the adapter reports one, and closes it. It subscribes to
-// nothing, provisions nothing and publishes nothing. Endpoints are checked
-// concurrently; ctx bounds the whole check. cfg must be valid.
+// its health where the adapter reports one, asks the publishers whether
+// their topic has a group (relay.GroupChecker, see EndpointStatus.Groups),
+// and closes it. It subscribes to nothing, provisions nothing and
+// publishes nothing. Endpoints are checked concurrently; ctx bounds the
+// whole check. cfg must be valid.
 func Check(ctx context.Context, cfg Config) []EndpointStatus {
 	cfg = cfg.withDefaults()
 	var out []EndpointStatus
@@ -58,7 +68,7 @@ func Check(ctx context.Context, cfg Config) []EndpointStatus {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			j.st.Err = checkEndpoint(ctx, j.url, j.sub)
+			j.st.Err, j.st.Groups = checkEndpoint(ctx, j.url, j.st.Topic, j.sub)
 			j.st.Elapsed = time.Since(start)
 		}()
 	}
@@ -66,34 +76,48 @@ func Check(ctx context.Context, cfg Config) []EndpointStatus {
 	return out
 }
 
-func checkEndpoint(ctx context.Context, url string, sub bool) error {
-	var (
-		c   interface{ Close() error }
-		err error
-	)
+// checkEndpoint opens url, as a subscriber when sub, waits for its health,
+// and for a publisher asks whether topic has a group (see
+// EndpointStatus.Groups).
+func checkEndpoint(ctx context.Context, url, topic string, sub bool) (err, groups error) {
+	var c interface{ Close() error }
 	if sub {
 		c, err = relay.OpenSubscriber(ctx, url)
 	} else {
 		c, err = relay.OpenPublisher(ctx, url)
 	}
 	if err != nil {
-		return err
+		return err, nil
 	}
 	defer c.Close()
-	if h, ok := c.(relay.HealthChecker); ok {
-		// Some adapters connect in the background: give them until ctx
-		// ends to report a usable connection.
-		for {
-			err := h.Health()
-			if err == nil {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("not healthy: %w", err)
-			case <-time.After(100 * time.Millisecond):
-			}
+	if err := waitHealthy(ctx, c); err != nil {
+		return err, nil
+	}
+	if gc, ok := c.(relay.GroupChecker); ok && !sub {
+		return nil, gc.CheckGroups(ctx, topic)
+	}
+	return nil, nil
+}
+
+// waitHealthy returns nil once c reports a usable connection
+// (relay.HealthChecker; at once for an endpoint that does not report),
+// or why not when ctx ends first.
+func waitHealthy(ctx context.Context, c any) error {
+	h, ok := c.(relay.HealthChecker)
+	if !ok {
+		return nil
+	}
+	// Some adapters connect in the background: give them until ctx
+	// ends to report a usable connection.
+	for {
+		err := h.Health()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy: %w", err)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil
 }

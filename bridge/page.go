@@ -93,6 +93,9 @@ type pageRow struct {
 	LastError, LastErrorISO, LastErrorAgo string
 	// Cutover is when the route became caught up, or why it cannot.
 	Cutover, StopWhen string
+	// RecoveredISO and RecoveredAgo are set once the route recovered
+	// from LastError: the page shows it muted, not as a live error.
+	RecoveredISO, RecoveredAgo string
 }
 
 // serve writes the page with st as its first snapshot. It is safe for
@@ -155,6 +158,9 @@ func (p *page) serve(w http.ResponseWriter, st Status) {
 		if le := rs.LastError; le != nil {
 			row.LastError, row.LastErrorISO = le.Message, le.Time.Format(time.RFC3339Nano)
 			row.LastErrorAgo = pageSpan(st.Time.Sub(le.Time)) + " ago"
+			if ra := le.RecoveredAt; ra != nil {
+				row.RecoveredISO, row.RecoveredAgo = ra.Format(time.RFC3339Nano), pageSpan(st.Time.Sub(*ra))+" ago"
+			}
 		}
 		v.Rows = append(v.Rows, row)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,9 +63,13 @@ func (slowPublisher) Close() error { return nil }
 type pageRow struct {
 	Name, State, From, To, Forwarded, Rate, Lag, Trend string
 	InFlight, Retries, Failed, Poisoned, LastError     string
-	RatePoints                                         int
-	RateLast                                           float64
-	RateLabel, LagLabel                                string
+	// LastErrorColor is the computed color of the error's text; Recovered
+	// whether the cell is marked recovered.
+	LastErrorColor      string
+	Recovered           bool
+	RatePoints          int
+	RateLast            float64
+	RateLabel, LagLabel string
 }
 
 // pageDOM is what the test reads of the whole page.
@@ -86,6 +91,8 @@ const readPageJS = `(() => {
 			Forwarded: q(tr, ".forwarded-count"), Rate: q(tr, ".rate-now"), Lag: q(tr, ".lag-now"),
 			Trend: q(tr, ".trend"), InFlight: q(tr, ".in-flight"), Retries: q(tr, ".retries"),
 			Failed: q(tr, ".failed"), Poisoned: q(tr, ".poisoned"), LastError: q(tr, ".last-error"),
+			LastErrorColor: tr.querySelector(".last-error .msg") ? getComputedStyle(tr.querySelector(".last-error .msg")).color : "",
+			Recovered: tr.querySelector(".last-error").classList.contains("recovered"),
 			RatePoints: rc ? Number(rc.dataset.points) : -1,
 			RateLast: rc && rc.dataset.last ? Number(rc.dataset.last) : -1,
 			RateLabel: rc ? rc.getAttribute("aria-label") : "",
@@ -107,7 +114,9 @@ const readPageJS = `(() => {
 // message; the page, refreshing from /routes, shows both routes' state,
 // a forwarded count above the one of the first snapshot, a rate and a
 // chart drawn from the samples the page kept, the retried and poisoned
-// message and its redacted error. The browser loads nothing but the
+// message and its redacted error (in red: it is live), and a route that
+// failed and recovered shows "recovered" and its error muted. The browser
+// loads nothing but the
 // bridge's own URLs and reports no script error or policy violation; with
 // JavaScript disabled the server-rendered snapshot shows the same routes.
 // A screenshot is written to $RELAY_TEST_SCREENSHOT (default: in the
@@ -115,6 +124,8 @@ const readPageJS = `(() => {
 func TestStatusPageInChromium(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	src, dst := "mem://"+uniq("page-src"), "mem://"+uniq("page-dst")
+	refundsDown, refundsURL := newSwitch() // fails, then recovers
+	refundsDown.Store(true)
 	br, err := bridge.New(bridge.Config{Name: "orders-migration", Routes: []bridge.Route{{
 		Name: "orders",
 		From: bridge.Source{URL: src, Topic: "orders", Group: "relay-bridge"},
@@ -131,6 +142,11 @@ func TestStatusPageInChromium(t *testing.T) {
 		To:     bridge.Destination{URL: failScheme + "://ops:s3cret@audit-host:9000/", Topic: "audit"},
 		Retry:  &bridge.Retry{MaxAttempts: 2, InitialInterval: time.Millisecond},
 		Poison: &bridge.Poison{Topic: "audit.poison", AfterDeliveries: 1},
+	}, {
+		Name:  "refunds",
+		From:  bridge.Source{URL: src, Topic: "refunds", Group: "relay-bridge"},
+		To:    bridge.Destination{URL: refundsURL, Topic: "refunds"},
+		Retry: &bridge.Retry{MaxAttempts: 1},
 	}}}, bridge.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +175,13 @@ func TestStatusPageInChromium(t *testing.T) {
 	// The audit message is retried once, then poisoned.
 	publish(t, src, "audit", relay.NewMessage([]byte("refused")))
 	waitRoute(t, br, 2, "the audit message poisoned", func(rs bridge.RouteStatus) bool { return rs.Poisoned == 1 })
+	// The refund fails once, then goes through: the route recovers.
+	publish(t, src, "refunds", relay.NewMessage([]byte("refund")))
+	waitRoute(t, br, 3, "the refund failed", func(rs bridge.RouteStatus) bool { return rs.LastError != nil })
+	refundsDown.Store(false)
+	waitRoute(t, br, 3, "the refunds route recovered", func(rs bridge.RouteStatus) bool {
+		return rs.LastError != nil && rs.LastError.RecoveredAt != nil
+	})
 
 	// A steady stream on orders while the browser looks.
 	pub, err := relay.OpenPublisher(context.Background(), src)
@@ -246,14 +269,14 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	saveScreenshot(t, shot)
 
-	if dom.Title != "relay bridge orders-migration" || dom.Caption != "Routes (3), in config order" ||
-		dom.RowHeaders != 3 || dom.ColHeaders != 10 || !strings.HasPrefix(dom.Conn, "Live: refreshed from /routes every 0.3 s") {
+	if dom.Title != "relay bridge orders-migration" || dom.Caption != "Routes (4), in config order" ||
+		dom.RowHeaders != 4 || dom.ColHeaders != 10 || !strings.HasPrefix(dom.Conn, "Live: refreshed from /routes every 0.3 s") {
 		t.Errorf("page: title %q caption %q, %d row and %d column headers, status %q", dom.Title, dom.Caption, dom.RowHeaders, dom.ColHeaders, dom.Conn)
 	}
-	if len(dom.Rows) != 3 || dom.Rows[0].Name != "orders" || dom.Rows[1].Name != "payments" || dom.Rows[2].Name != "audit" {
+	if len(dom.Rows) != 4 || dom.Rows[0].Name != "orders" || dom.Rows[1].Name != "payments" || dom.Rows[2].Name != "audit" || dom.Rows[3].Name != "refunds" {
 		t.Fatalf("rows = %+v", dom.Rows)
 	}
-	orders, payments, audit := dom.Rows[0], dom.Rows[1], dom.Rows[2]
+	orders, payments, audit, refunds := dom.Rows[0], dom.Rows[1], dom.Rows[2], dom.Rows[3]
 	if orders.State != "running" || payments.State != "running" || audit.State != "running" {
 		t.Errorf("states %q, %q, %q; want running", orders.State, payments.State, audit.State)
 	}
@@ -286,6 +309,13 @@ func TestStatusPageInChromium(t *testing.T) {
 		audit.To != "to audit @ "+failScheme+"://ops:xxxxx@audit-host:9000/" {
 		t.Errorf("audit last error %q, to %q", audit.LastError, audit.To)
 	}
+	// Live errors are red, recovered ones are not.
+	if audit.Recovered || audit.LastErrorColor != "rgb(179, 38, 30)" {
+		t.Errorf("audit's live error: recovered %v, color %q; want not recovered, red rgb(179, 38, 30)", audit.Recovered, audit.LastErrorColor)
+	}
+	if !refunds.Recovered || !regexp.MustCompile(`^recovered \d+ s ago from.*destination down`).MatchString(refunds.LastError) || refunds.LastErrorColor == audit.LastErrorColor {
+		t.Errorf("refunds: recovered %v, last error %q, color %q; want recovered, said so, not red", refunds.Recovered, refunds.LastError, refunds.LastErrorColor)
+	}
 
 	// JavaScript off: the server-rendered snapshot, in a second tab. (The
 	// test's Evaluate runs with the page's scripts disabled.)
@@ -311,8 +341,8 @@ func TestStatusPageInChromium(t *testing.T) {
 			t.Errorf("the page leaks %q", secret)
 		}
 	}
-	if noJS.Updates != 0 || len(noJS.Rows) != 3 || noJS.Rows[0].State != "running" ||
-		pageNumber(t, noJS.Rows[0].Forwarded) == 0 || noJS.Rows[2].Poisoned != "1" ||
+	if noJS.Updates != 0 || len(noJS.Rows) != 4 || noJS.Rows[0].State != "running" ||
+		pageNumber(t, noJS.Rows[0].Forwarded) == 0 || noJS.Rows[2].Poisoned != "1" || !noJS.Rows[3].Recovered || noJS.Rows[2].Recovered ||
 		!strings.HasPrefix(noJS.Conn, "Server-rendered snapshot") {
 		t.Errorf("without JavaScript: %+v", noJS)
 	}
@@ -331,7 +361,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(down.Conn, "Cannot refresh from /routes (HTTP 503); showing the snapshot of ") ||
-		len(down.Rows) != 3 || down.Rows[0].State != "running" {
+		len(down.Rows) != 4 || down.Rows[0].State != "running" {
 		t.Errorf("with /routes down: status %q, %d rows", down.Conn, len(down.Rows))
 	}
 

@@ -48,6 +48,7 @@ type route struct {
 	// Read by Status; written without a lock the forwarding path takes.
 	phase       atomic.Int32 // phaseStopped, phaseStarting, phaseRetrying
 	lastFailure atomic.Pointer[failure]
+	sessions    atomic.Int64 // sessions that subscribed so far (see recovery)
 	lag         atomic.Int64 // valid when lagKnown
 	lagKnown    atomic.Bool
 	rates       rateRing
@@ -308,6 +309,7 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	r.mu.Lock()
 	r.sess = s
 	r.mu.Unlock()
+	r.sessions.Add(1)
 
 	pollDone := make(chan struct{})
 	pollCtx, stopPoll := context.WithCancel(ctx)

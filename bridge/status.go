@@ -119,7 +119,8 @@ type RouteStatus struct {
 	Holds *HoldsStatus `json:"holds"`
 	// LastError is the latest error of the route (a failed or retried
 	// publish, a poisoned message, a lost or failed connection), redacted;
-	// nil when there was none.
+	// nil when there was none. It stays after the route recovered, with
+	// RecoveredAt set.
 	LastError *ErrorStatus `json:"last_error"`
 }
 
@@ -159,6 +160,9 @@ type RouteEnd struct {
 type ErrorStatus struct {
 	Message string    `json:"message"`
 	Time    time.Time `json:"time"`
+	// RecoveredAt is when the route was seen working again after the
+	// error (see route.noteRecovery), nil while the error is live.
+	RecoveredAt *time.Time `json:"recovered_at"`
 }
 
 // Status returns the live view of every route. It reads counters and
@@ -225,7 +229,7 @@ func (r *route) status(now time.Time, elapsed time.Duration, stopping bool) Rout
 	}
 	caughtUp, caught := r.cut.caughtUpSince()
 	if f := r.lastFailure.Load(); f != nil {
-		rs.LastError = &ErrorStatus{Message: redactAll(f.err.Error()), Time: f.at.UTC()}
+		rs.LastError = &ErrorStatus{Message: redactAll(f.err.Error()), Time: f.at.UTC(), RecoveredAt: f.recovered()}
 	}
 	if err := r.ready(); err != nil {
 		msg := redactAll(err.Error())
@@ -291,17 +295,19 @@ func count(m prometheus.Metric) int64 {
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
-// failure is an error of a route and when it happened.
+// failure is an error of a route, when it happened, and the route's
+// recovery from it (recovery.go).
 type failure struct {
 	err error
 	at  time.Time
+	recovery
 }
 
 // fail records err as the route's last error. It runs only when something
 // failed, never for a message that was forwarded.
 func (r *route) fail(err error) {
 	if err != nil {
-		r.lastFailure.Store(&failure{err: err, at: time.Now()})
+		r.lastFailure.Store(&failure{err: err, at: time.Now(), recovery: recovery{session: r.sessions.Load()}})
 	}
 }
 
@@ -388,6 +394,9 @@ func (b *Bridge) monitor(ctx context.Context, summaryEvery time.Duration) {
 			return
 		case now := <-tick.C:
 			sampleAll(now)
+			for _, r := range b.routes {
+				r.noteRecovery(now)
+			}
 		case <-summary:
 			b.logSummary()
 		}
@@ -411,7 +420,7 @@ func (b *Bridge) logSummary() {
 		if rs.SourceLag != nil {
 			attrs = append(attrs, "source_lag", *rs.SourceLag)
 		}
-		if rs.LastError != nil {
+		if rs.LastError != nil && rs.LastError.RecoveredAt == nil { // a recovery is logged once, by noteRecovery
 			attrs = append(attrs, "last_error", rs.LastError.Message, "last_error_time", rs.LastError.Time)
 		}
 		b.routes[i].log.Info("route summary", attrs...)

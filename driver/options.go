@@ -55,6 +55,10 @@ type Options struct {
 	InFlightBytes int64
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger
+	// Group is the group the subscriber was opened for, which
+	// Subscriber.Group reports ("" where the topic itself is the group,
+	// as on sqs://).
+	Group string
 }
 
 // DefaultInFlightBytes is the default of Options.InFlightBytes: 64 MiB,

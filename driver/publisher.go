@@ -148,6 +148,24 @@ func (p *Publisher) Health() error {
 
 // Publish implements relay.Publisher.
 func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
+	return p.call(ctx, func(ctx context.Context) error {
+		if err := p.validate(topic, msgs); err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		if p.stamp {
+			msgs = stampDue(msgs)
+		}
+		return p.send(ctx, topic, msgs)
+	})
+}
+
+// call runs fn, the work of a Publish (or CheckGroups, PublishToGroup)
+// call: ErrClosed after Close, which waits for fn; fn's ctx is also
+// cancelled when Close gives up waiting.
+func (p *Publisher) call(ctx context.Context, fn func(ctx context.Context) error) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -156,41 +174,38 @@ func (p *Publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Me
 	p.inflight.Add(1)
 	p.mu.Unlock()
 	defer p.inflight.Done()
-
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	if err := p.validate(topic, msgs); err != nil {
-		return err
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	if p.stamp {
-		msgs = stampDue(msgs)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(p.kill, cancel)
 	defer stop()
-	return p.send(ctx, topic, msgs)
+	return fn(ctx)
 }
 
-// send sends msgs, which passed validate, in batches of the driver's
-// MaxBatch (or whole, to a WholeSender), each sent again as the driver's
-// Retryable errors allow (see sendRetrying) before the next, and combines
-// the batches' outcomes as Publish reports them.
+// send sends msgs, which passed validate, with the driver's SendAll when
+// it is a WholeSender, else with sendBatches and its SendBatch.
 func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Message) error {
-	if ws, ok := p.d.(WholeSender); ok {
-		failed, whole := p.sendRetrying(ctx, topic, msgs, ws.SendAll)
-		if whole != nil {
-			return whole
-		}
-		if len(failed) > 0 {
-			return &relay.PublishError{Failed: failed}
-		}
-		return nil
+	ws, ok := p.d.(WholeSender)
+	if !ok {
+		return p.sendBatches(ctx, topic, msgs, p.d.SendBatch)
 	}
+	failed, whole := p.sendRetrying(ctx, topic, msgs, ws.SendAll)
+	if whole != nil {
+		return whole
+	}
+	if len(failed) > 0 {
+		return &relay.PublishError{Failed: failed}
+	}
+	return nil
+}
+
+// sendBatches sends msgs in batches of the driver's MaxBatch, each made by
+// attempt and sent again as the driver's Retryable errors allow (see
+// sendRetrying) before the next, and combines the batches' outcomes as
+// Publish reports them.
+func (p *Publisher) sendBatches(ctx context.Context, topic string, msgs []*relay.Message, attempt attemptFunc) error {
 	size := p.caps.MaxBatch
 	if size <= 0 {
 		size = len(msgs)
@@ -198,7 +213,7 @@ func (p *Publisher) send(ctx context.Context, topic string, msgs []*relay.Messag
 	var failed []relay.MessageFailure
 	for start := 0; start < len(msgs); start += size {
 		end := min(start+size, len(msgs))
-		f, whole := p.sendRetrying(ctx, topic, msgs[start:end], p.d.SendBatch)
+		f, whole := p.sendRetrying(ctx, topic, msgs[start:end], attempt)
 		if whole == nil {
 			failed = append(failed, f...)
 			continue

@@ -196,6 +196,9 @@ func (s *Subscriber) Health() error {
 // Driver returns the wrapped driver.
 func (s *Subscriber) Driver() SubscribeDriver { return s.d }
 
+// Group implements relay.GroupNamer: Options.Group.
+func (s *Subscriber) Group() string { return s.opts.Group }
+
 // Capabilities reports the driver's capabilities.
 func (s *Subscriber) Capabilities() relay.Capabilities { return s.caps }
 

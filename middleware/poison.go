@@ -29,6 +29,7 @@ const (
 	PoisonPermanentKey    = "relay-poison-permanent"     // "true" when the error was marked relay.Permanent
 	PoisonStackKey        = "relay-poison-stack"         // for a recovered panic: its stack (truncated)
 	PoisonOriginalIDKey   = "relay-poison-original-id"   // the ID of the message that was poisoned
+	PoisonGroupKey        = "relay-poison-group"         // the group of the handler's subscriber (router.Group), when it names one
 )
 
 // PoisonConfig configures PoisonQueue.
@@ -170,6 +171,10 @@ func (c *PoisonConfig) poisoned(ctx context.Context, msg *relay.Message, err err
 	md[PoisonReasonKey] = truncate(reason.Error(), c.MaxReasonBytes)
 	md[PoisonTopicKey] = topic
 	md[PoisonHandlerKey] = handler
+	delete(md, PoisonGroupKey)
+	if g := router.Group(ctx); g != "" {
+		md[PoisonGroupKey] = g
+	}
 	md[PoisonAttemptsKey] = strconv.Itoa(attempts)
 	md[PoisonDeliveriesKey] = strconv.Itoa(max(msg.Attempt(), 1))
 	md[PoisonFirstFailureKey] = first.Format(time.RFC3339Nano)

@@ -65,6 +65,7 @@ type infoKey struct{}
 type handlerInfo struct {
 	name     string
 	topic    string
+	group    string
 	stopping <-chan struct{}
 }
 
@@ -72,6 +73,16 @@ type handlerInfo struct {
 func HandlerName(ctx context.Context) string {
 	if hi, ok := ctx.Value(infoKey{}).(*handlerInfo); ok {
 		return hi.name
+	}
+	return ""
+}
+
+// Group returns the group of the subscriber of the router handler running
+// ctx, as the subscriber names it (relay.GroupNamer), or "" when it does
+// not (or outside a router).
+func Group(ctx context.Context) string {
+	if hi, ok := ctx.Value(infoKey{}).(*handlerInfo); ok {
+		return hi.group
 	}
 	return ""
 }

@@ -49,7 +49,11 @@ func (h *handler) start(routerMW Middleware, routerBMW BatchMiddleware) error {
 		}
 		h.chain = routerMW(Chain(h.cfg.middleware...)(fn))
 	}
-	h.ctx = context.WithValue(r.hardCtx, infoKey{}, &handlerInfo{name: h.name, topic: h.topic, stopping: r.stopping})
+	info := &handlerInfo{name: h.name, topic: h.topic, stopping: r.stopping}
+	if gn, ok := h.sub.(relay.GroupNamer); ok {
+		info.group = gn.Group()
+	}
+	h.ctx = context.WithValue(r.hardCtx, infoKey{}, info)
 
 	// The subscription outlives Run's ctx: it is cancelled only after the
 	// drain, so that the settlements of the drained messages count.

@@ -30,6 +30,8 @@ type sharedPublisher interface {
 	relay.AsyncPublisher
 	relay.CapabilityReporter
 	relay.HealthChecker
+	relay.GroupChecker
+	relay.GroupPublisher
 }
 
 // State reports the connection state.
@@ -75,6 +77,7 @@ func capabilities(cfg *Config) relay.Capabilities {
 		Durable:             true,
 		CrossProcess:        true,
 		Ordering:            relay.OrderPerTopic,
+		PublishToGroup:      true,
 		NativeDelay:         cfg.NativeDelay && cfg.RequeueOnNack,
 		NativeDeadLetter:    true,
 		AttemptFromBroker:   cfg.QueueType == QueueQuorum,
@@ -337,6 +340,7 @@ type sendPlan struct {
 	channel func(context.Context) (*pubChan, error) // the channels to publish on
 	replyTo string                                  // the reply_to property, when not ""
 	reply   bool                                    // topic is a direct reply-to address
+	queue   string                                  // with ex "": the one queue published to, as routing key
 	ensure  func(context.Context, *pubChan) error   // declares what ex needs beyond the topic's exchange
 	enc     func(*relay.Message) amqp091.Publishing // the encoding
 }
@@ -389,8 +393,11 @@ func (d *pubDriver) sendTo(ctx context.Context, plan sendPlan, msgs []*relay.Mes
 		if plan.replyTo != "" {
 			p.ReplyTo = plan.replyTo
 		}
-		if plan.reply {
+		switch {
+		case plan.reply:
 			return topic, p
+		case plan.queue != "":
+			return plan.queue, p
 		}
 		return msgs[i].Key, p
 	})

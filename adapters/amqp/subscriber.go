@@ -46,6 +46,7 @@ type sharedSubscriber interface {
 	relay.HealthChecker
 	relay.LagReporter
 	relay.AssignmentReporter
+	relay.GroupNamer
 	driver.BatchSubscriber
 	RemoveTopic(ctx context.Context, topic string) error
 }
@@ -70,7 +71,7 @@ func NewSubscriber(ctx context.Context, cfg Config) (*Subscriber, error) {
 		caps:  capabilities(&cfg),
 		log:   cfg.logger().With("backend", "amqp", "group", cfg.Group),
 	}
-	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger})
+	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger, Group: cfg.Group})
 	return &Subscriber{sharedSubscriber: s, d: d}, nil
 }
 

@@ -146,7 +146,7 @@ func NewExactlyOnce(ctx context.Context, cfg ExactlyOnceConfig) (relay.ExactlyOn
 	p.pub = driver.NewPublisher(p.tp, 0)
 	d := &eoDriver{p: p, topics: p.tp.topics, health: h}
 	p.sub = &eoSubscriber{Subscriber: driver.NewSubscriber(d, driver.Options{InFlight: sc.InFlight, InFlightBytes: sc.InFlightBytes,
-		SettleBatch: sc.InFlight, Logger: sc.Logger, BrokerTimeout: brokerTimeout}), p: p}
+		SettleBatch: sc.InFlight, Logger: sc.Logger, BrokerTimeout: brokerTimeout, Group: sc.Group}), p: p}
 	return p.sub, p.pub, nil
 }
 

@@ -80,6 +80,12 @@ func (d *pubDriver) Health() error { return d.health.err() }
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
+// CheckGroups implements driver.GroupCheckDriver: always nil, because
+// a new group starts at the oldest retained record (start=earliest, the
+// default), so a message published before any group exists is kept for
+// one created later, within the topic's retention.
+func (d *pubDriver) CheckGroups(context.Context, string) error { return nil }
+
 func (d *pubDriver) ValidateTopic(topic string) error { return validateTopic(topic) }
 
 // ValidateMessage checks the kafka.tombstone entry and the record size as

@@ -60,7 +60,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 	d.movers.d = d
 	// SettleBatch: the whole window, so that a fast handler's acks become
 	// one offset commit per window, as a PollRecords + commit loop makes.
-	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, SettleBatch: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout}), nil
+	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, SettleBatch: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout, Group: cfg.Group}), nil
 }
 
 type subDriver struct {

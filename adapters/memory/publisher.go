@@ -45,4 +45,11 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	return nil
 }
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
-func (d *pubDriver) Close() error                     { return nil }
+
+// CheckGroups implements driver.GroupCheckDriver: always nil, because
+// the broker keeps the newest messages of a topic for its first group
+// (see Capabilities.RetainedBeforeGroup), so a message published before
+// any group exists is kept for one created later.
+func (d *pubDriver) CheckGroups(context.Context, string) error { return nil }
+
+func (d *pubDriver) Close() error { return nil }

@@ -13,7 +13,7 @@ func NewSubscriber(name string, cfg SubscriberConfig) (relay.Subscriber, error) 
 		return nil, &relay.URLError{URL: "mem://" + name, Param: "group", Reason: "required"}
 	}
 	d := &subDriver{b: brokerNamed(name), group: cfg.Group, caps: capabilities(DefaultMaxBytes)}
-	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes}), nil
+	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Group: cfg.Group}), nil
 }
 
 type subDriver struct {

@@ -131,6 +131,12 @@ type pubDriver struct {
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
+// CheckGroups implements driver.GroupCheckDriver: always nil, because
+// the topic's stream keeps every message (bounded by its limits) and a
+// group created later starts at the stream's first message, so a message
+// published before any group exists is kept for it.
+func (d *pubDriver) CheckGroups(context.Context, string) error { return nil }
+
 // HoldsUntilDue implements driver.DueHolder: a delayed message is
 // published at once with its due time in a header, and subscriptions hold
 // it with NakWithDelay until then (see the package doc).

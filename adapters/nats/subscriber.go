@@ -48,6 +48,7 @@ func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig, own b
 		InFlightBytes: cfg.InFlightBytes,
 		ExtendEvery:   cfg.AckWait / 3,
 		Logger:        cfg.Logger,
+		Group:         cfg.Group,
 	}), nil
 }
 

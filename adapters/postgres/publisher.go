@@ -27,6 +27,7 @@ func capabilities(maxBytes int) relay.Capabilities {
 		AttemptFromBroker: true,
 		MaxMessageBytes:   maxBytes,
 		MaxBatch:          maxBatch,
+		PublishToGroup:    true,
 		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
 			"so a group receives only what is published after Provision or its first Subscribe created it",
 	}
@@ -78,6 +79,42 @@ func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 // ValidateTopic implements driver.TopicValidator.
 func (d *pubDriver) ValidateTopic(topic string) error { return checkTopic(topic) }
 
+// CheckGroups implements driver.GroupCheckDriver: publishing stores a
+// message only for the groups the topic has at that moment (rows of the
+// groups table, made by Provision and Subscribe), so a topic without one
+// is a *relay.NoGroupError.
+func (d *pubDriver) CheckGroups(ctx context.Context, topic string) error {
+	var has bool
+	if err := d.pool.QueryRow(ctx, d.q.hasGroup, topic).Scan(&has); err != nil {
+		return fmt.Errorf("relay/postgres: looking for the groups of %q: %w", topic, err)
+	}
+	if !has {
+		return &relay.NoGroupError{Backend: "postgres", Topic: topic,
+			Detail: fmt.Sprintf("no row for it in %s.groups", d.cfg.Schema)}
+	}
+	return nil
+}
+
+// SendBatchToGroup implements driver.GroupSendDriver: SendBatch with one
+// delivery row per message, for group alone. A group that does not exist
+// (no groups row) is a *relay.NoGroupError, and nothing is stored.
+func (d *pubDriver) SendBatchToGroup(ctx context.Context, topic, group string, msgs []*relay.Message) error {
+	var exists bool
+	if err := d.pool.QueryRow(ctx, d.q.groupExists, topic, group).Scan(&exists); err != nil {
+		return d.sendFailed(ctx, topic, err)
+	}
+	if !exists {
+		return &relay.NoGroupError{Backend: "postgres", Topic: topic, Group: group,
+			Detail: fmt.Sprintf("no row for it in %s.groups", d.cfg.Schema)}
+	}
+	b := &pgx.Batch{}
+	for _, m := range msgs {
+		b.Queue(d.q.insertFor, append(toRow(m).args(topic), group)...)
+	}
+	b.Queue(d.q.notify, d.q.channel, notifyPayload(topic))
+	return d.sendFailed(ctx, topic, d.pool.SendBatch(ctx, b).Close())
+}
+
 // ValidateMessage implements driver.MessageValidator: text columns take
 // neither NUL bytes nor invalid UTF-8.
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return checkText(m) }
@@ -91,7 +128,12 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return c
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
 	// A fresh batch per attempt: pgx stores the statement descriptions of
 	// one connection in the queued queries.
-	err := d.pool.SendBatch(ctx, d.q.batch(topic, msgs)).Close()
+	return d.sendFailed(ctx, topic, d.pool.SendBatch(ctx, d.q.batch(topic, msgs)).Close())
+}
+
+// sendFailed classifies err, the outcome of one attempt to publish to
+// topic, as SendBatch reports it (nil for nil).
+func (d *pubDriver) sendFailed(ctx context.Context, topic string, err error) error {
 	switch {
 	case err == nil:
 		d.unhealthy.Store(nil)

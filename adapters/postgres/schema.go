@@ -120,19 +120,24 @@ type queries struct {
 	insert   string
 	notify   string
 	group    string
-	claim    string
-	nextDue  string
-	lock     string
-	ack      string
-	cleanup  string
-	nack     string
-	extend   string
-	release  string
-	lag      string
-	history  string
-	sweep    string
-	remove   string
-	listenOn string
+	hasGroup string
+	// insertFor and groupExists are insert and hasGroup for one group
+	// ($8): PublishToGroup.
+	insertFor   string
+	groupExists string
+	claim       string
+	nextDue     string
+	lock        string
+	ack         string
+	cleanup     string
+	nack        string
+	extend      string
+	release     string
+	lag         string
+	history     string
+	sweep       string
+	remove      string
+	listenOn    string
 }
 
 // sweepBatch is how many of a topic's oldest message rows one sweep looks
@@ -166,6 +171,16 @@ FROM m, S.groups g WHERE g.topic = $1`),
 FROM S.deliveries WHERE topic = $1 AND group_name = $2 AND visible_at > now()`),
 		notify: `SELECT pg_notify($1, $2)`,
 		group:  r.Replace(`INSERT INTO S.groups (topic, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`),
+		// Whether topic $1 has a group, which publishing needs (see insert).
+		hasGroup: r.Replace(`SELECT EXISTS (SELECT 1 FROM S.groups WHERE topic = $1)`),
+		insertFor: r.Replace(`WITH m AS (
+	INSERT INTO S.messages (topic, relay_id, key, md_keys, md_values, payload)
+	SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM S.groups WHERE topic = $1 AND name = $8)
+	RETURNING id)
+INSERT INTO S.deliveries (topic, group_name, message_id, visible_at)
+SELECT $1, $8, m.id, CASE WHEN $7::bigint > 0 THEN clock_timestamp() + $7::bigint * interval '1 microsecond' ELSE now() END
+FROM m`),
+		groupExists: r.Replace(`SELECT EXISTS (SELECT 1 FROM S.groups WHERE topic = $1 AND name = $2)`),
 		// Every group, delivery and message row of topic $1, in one statement.
 		remove: r.Replace(`WITH g AS (DELETE FROM S.groups WHERE topic = $1),
 d AS (DELETE FROM S.deliveries WHERE topic = $1)

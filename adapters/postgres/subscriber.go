@@ -40,6 +40,7 @@ func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig
 		// window at once, so that each claim takes a window, not half.
 		SettleBatch: cfg.InFlight,
 		Logger:      cfg.Logger,
+		Group:       cfg.Group,
 	}), nil
 }
 

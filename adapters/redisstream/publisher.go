@@ -79,6 +79,12 @@ func (d *pubDriver) Health() error {
 
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
+// CheckGroups implements driver.GroupCheckDriver: always nil, because
+// the stream keeps every entry (bounded by maxlen/maxage) and a group
+// created later reads from the start (start=0, the default), so a message
+// published before any group exists is kept for it.
+func (d *pubDriver) CheckGroups(context.Context, string) error { return nil }
+
 // ValidateMessage checks the size of the entry as written (field names
 // included) against MaxBytes, and that a delayed message has no more
 // metadata entries than the mover's script can pass to XADD

@@ -39,6 +39,7 @@ func newSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConf
 		InFlightBytes: cfg.InFlightBytes,
 		ExtendEvery:   cfg.ClaimIdle / 3,
 		Logger:        cfg.Logger,
+		Group:         cfg.Group,
 	}), nil
 }
 

@@ -119,6 +119,9 @@ func newClients(ctx context.Context, cfg Config, o options, withSNS bool) (*clie
 			}
 			return nil, fmt.Errorf("relay/sqs: loading the AWS configuration: %w", err)
 		}
+		if cfg.AccessKeyID == "" {
+			ac.Credentials = credentialsHint{ac.Credentials}
+		}
 		// The SDK's own messages (retries of a call, connection trouble)
 		// go to our logger rather than straight to stderr: a retried
 		// publish may have been delivered twice, and an operator reading
@@ -183,6 +186,22 @@ func newClients(ctx context.Context, cfg Config, o options, withSNS bool) (*clie
 				so.BaseEndpoint = aws.String(snsEP)
 			}
 		})
+	}
+	return c, nil
+}
+
+// credentialsHint is the default configuration's credential chain, whose
+// failure says what to set: without credentials in the environment, a
+// profile or the URL, the chain ends at the EC2 instance metadata service,
+// and its error ("no EC2 IMDS role found") does not tell a user trying
+// relay on an emulator what is missing.
+type credentialsHint struct{ aws.CredentialsProvider }
+
+func (h credentialsHint) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := h.CredentialsProvider.Retrieve(ctx)
+	if err != nil {
+		return c, fmt.Errorf("relay/sqs: no usable AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "+
+			"(any value for an emulator such as goaws), or AWS_PROFILE, or access_key_id= and secret_key= in the URL: %w", err)
 	}
 	return c, nil
 }

@@ -92,6 +92,22 @@ func (c *cache) get(ctx context.Context, key string, fill func(context.Context) 
 	}
 }
 
+// cached returns the value of key when a lookup of it has succeeded.
+func (c *cache) cached(key string) (string, bool) {
+	c.mu.Lock()
+	e := c.m[key]
+	c.mu.Unlock()
+	if e == nil {
+		return "", false
+	}
+	select {
+	case <-e.done:
+		return e.val, e.err == nil
+	default:
+		return "", false
+	}
+}
+
 // forget drops key, so that the next get looks it up again.
 func (c *cache) forget(key string) {
 	c.mu.Lock()
@@ -275,21 +291,9 @@ func (t *topology) topicArn(ctx context.Context, topic string) (string, error) {
 			}
 			return aws.ToString(out.TopicArn), nil
 		}
-		if t.cfg.Account != "" {
-			return fmt.Sprintf("arn:%s:sns:%s:%s:%s", t.c.partition, t.c.region, t.cfg.Account, name), nil
-		}
-		p := sns.NewListTopicsPaginator(t.c.sns, &sns.ListTopicsInput{})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return "", fmt.Errorf("relay/sqs: listing SNS topics to find %q: %w", name, err)
-			}
-			for _, tp := range page.Topics {
-				arn := aws.ToString(tp.TopicArn)
-				if strings.HasSuffix(arn, ":"+name) {
-					return arn, nil
-				}
-			}
+		arn, found, err := t.existingTopicArn(ctx, name)
+		if err != nil || found {
+			return arn, err
 		}
 		return "", fmt.Errorf("relay/sqs: SNS topic %q does not exist and create_topics=false", name)
 	})

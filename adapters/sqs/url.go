@@ -149,7 +149,7 @@ func newSubscriber(ctx context.Context, scheme string, cfg Config, opts []Option
 	// The acks' linger is the shared layer's settlement linger (ack_linger=0:
 	// its shortest).
 	return driver.NewSubscriber(d, driver.Options{InFlight: e.cfg.InFlight, InFlightBytes: e.cfg.InFlightBytes, ExtendEvery: extend,
-		SettleLinger: max(e.cfg.AckLinger, 0), Logger: e.log}), nil
+		SettleLinger: max(e.cfg.AckLinger, 0), Logger: e.log, Group: e.cfg.Group}), nil
 }
 
 // capabilities is the capability row of scheme under cfg.
@@ -177,6 +177,7 @@ func capabilities(scheme string, cfg Config) relay.Capabilities {
 		c.MaxDeliverDelay = MaxDeliverDelay
 	}
 	if scheme == SchemeSNS {
+		c.PublishToGroup = true // straight to the group's queue: SendBatchToGroup
 		c.RetainedBeforeGroup = "dropped unless the group was provisioned (Provision or an earlier Subscribe): SNS delivers only to existing subscriptions"
 	} else {
 		c.RetainedBeforeGroup = "kept: the queue is the group, and the publisher creates it (create_queues=true)"

@@ -219,6 +219,18 @@
 
     var le = el("td", "last-error");
     if (r.last_error) {
+      var rec = r.last_error.recovered_at;
+      if (rec) {
+        // Recovered: shown muted, with when, not as a live error.
+        le.classList.add("recovered");
+        var ra = el("span", "recovered-at", "recovered ");
+        var rt = el("time", null, fmtSpan(Date.parse(st.time) - Date.parse(rec)) + " ago");
+        rt.dateTime = rec;
+        rt.title = rec;
+        ra.appendChild(rt);
+        ra.appendChild(document.createTextNode(" from"));
+        le.appendChild(ra);
+      }
       le.appendChild(el("span", "msg", r.last_error.message));
       var when = el("time", null, fmtSpan(Date.parse(st.time) - Date.parse(r.last_error.time)) + " ago");
       when.dateTime = r.last_error.time;

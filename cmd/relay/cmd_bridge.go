@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
 )
 
@@ -76,10 +77,14 @@ in a browser) are served on the config's http.address (default
 127.0.0.1:9470, loopback only).
 
 With --dry-run, connect to every endpoint, print whether it is reachable and
-exit (0: all reachable, 4: some are not) without forwarding anything.`)
+whether each destination and poison topic has a group that would receive
+what the route publishes (where the broker can tell: see docs/bridge.md),
+and exit without forwarding anything: 0 when all are reachable, 4 when
+some are not or a topic has no group (PostgreSQL and SNS would drop what
+the route forwards, RabbitMQ would refuse it as unroutable).`)
 	file := fs.String("c", "", "config `file` (required)")
 	fs.StringVar(file, "config", "", "config `file` (same as -c)")
-	dryRun := fs.Bool("dry-run", false, "check that every endpoint is reachable, then exit")
+	dryRun := fs.Bool("dry-run", false, "check that every endpoint is reachable and every destination has a group, then exit")
 	timeout := fs.Duration("timeout", 15*time.Second, "bound for --dry-run")
 	httpAddr := fs.String("http", "", "listen `address` for /healthz, /readyz, /metrics, /routes and the status page / (overrides http.address; \"off\" disables)")
 	logLevel := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
@@ -214,23 +219,40 @@ func dryRunBridge(e *env, cfg bridge.Config, timeout time.Duration) int {
 	st := bridge.Check(ctx, cfg)
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROUTE\tEND\tURL\tTOPIC\tSTATUS")
-	bad := 0
+	unreachable, noGroup := 0, 0
 	for _, s := range st {
 		status := fmt.Sprintf("ok (%s)", s.Elapsed.Round(time.Millisecond))
-		if s.Err != nil {
-			bad++
-			status = "UNREACHABLE: " + strings.ReplaceAll(s.Err.Error(), "\n", " ")
+		switch {
+		case s.Err != nil:
+			unreachable++
+			status = "UNREACHABLE: " + oneLine(s.Err)
+		case errors.Is(s.Groups, relay.ErrNoGroup):
+			noGroup++
+			status = "NO GROUP: " + oneLine(s.Groups)
+		case errors.Is(s.Groups, relay.ErrNotSupported):
+			status += "; cannot tell whether a group gets its messages: " + strings.TrimPrefix(oneLine(s.Groups), relay.ErrNotSupported.Error()+": ")
+		case s.Groups != nil:
+			status += "; could not check for a group: " + oneLine(s.Groups)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Route, s.End, s.URL, s.Topic, status)
 	}
 	_ = tw.Flush()
-	if bad > 0 {
-		fmt.Fprintf(e.stderr, "relay bridge --dry-run: %d of %d endpoint(s) unreachable\n", bad, len(st))
+	var bad []string
+	if unreachable > 0 {
+		bad = append(bad, fmt.Sprintf("%d of %d endpoint(s) unreachable", unreachable, len(st)))
+	}
+	if noGroup > 0 {
+		bad = append(bad, fmt.Sprintf("%d topic(s) with no group to deliver to: provision one (relay provision) before the bridge runs", noGroup))
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(e.stderr, "relay bridge --dry-run: %s\n", strings.Join(bad, "; "))
 		return exitUnreachable
 	}
 	fmt.Fprintf(e.stderr, "relay bridge --dry-run: all %d endpoint(s) reachable\n", len(st))
 	return exitOK
 }
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " ") }
 
 func newLogger(e *env, lc bridge.LogConfig) *slog.Logger {
 	var level slog.Level

@@ -18,7 +18,8 @@ import (
 func runConsume(e *env, args []string) int {
 	fs := newFlagSet(e, "consume", "URL TOPIC", `
 Print the messages of TOPIC delivered to a group, with their metadata, until
---count messages were printed, --timeout passed or SIGINT/SIGTERM.
+--count messages were printed, no message arrived for --idle, --timeout
+passed or SIGINT/SIGTERM.
 
 With --ack (the default) every printed message is acked, so the group will
 not see it again. With --no-ack nothing is settled: when the command ends
@@ -29,14 +30,18 @@ in-flight window (inflight= in the URL, where the adapter has it) is seen.
 object per line: {"id","topic","key","attempt","metadata","payload"}, with
 "payload_base64" instead of "payload" when the payload is not UTF-8 text.
 
-Exits 0 when --count was reached (or no --count was given and the command
-was stopped), 1 when --timeout passed first or the subscription failed.`)
+Exits 0 when --count was reached, when no message arrived for --idle (the
+topic is drained for the group: "relay consume URL T --group G --idle 5s"
+prints what is there and returns), or when no --count was given and the
+command was stopped; 1 when --timeout passed before --count was reached or
+the subscription failed.`)
 	group := fs.String("group", "", "consumer `group` (or group= in the URL; not for sqs://)")
 	count := fs.Int("count", 0, "stop after this many messages (0: until stopped)")
 	ack := fs.Bool("ack", true, "ack each printed message")
 	noAck := fs.Bool("no-ack", false, "do not settle messages: they go back to the group at exit")
 	format := fs.String("format", "text", "text or json")
 	timeout := fs.Duration("timeout", 0, "stop after this long (0: no limit)")
+	idle := fs.Duration("idle", 0, "stop, with exit 0, when no message arrived for this long (0: never)")
 	verbose := fs.Bool("v", false, "log adapter events at debug level")
 	if code, ok := parse(fs, args, 2, 2); !ok {
 		return code
@@ -50,6 +55,9 @@ was stopped), 1 when --timeout passed first or the subscription failed.`)
 	}
 	if *count < 0 {
 		return usageErr(e, "consume", "--count must not be negative")
+	}
+	if *idle < 0 || *timeout < 0 {
+		return usageErr(e, "consume", "--idle and --timeout must not be negative")
 	}
 	if *noAck && flagWasSet(fs, "ack") && *ack {
 		return usageErr(e, "consume", "--ack and --no-ack contradict each other")
@@ -84,9 +92,20 @@ was stopped), 1 when --timeout passed first or the subscription failed.`)
 	}
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
+	// idleT fires after --idle without a message; without --idle, never.
+	idleT := time.NewTimer(*idle)
+	defer idleT.Stop()
+	var idleC <-chan time.Time
+	if *idle > 0 {
+		idleC = idleT.C
+	}
 	n := 0
 	for *count == 0 || n < *count {
 		select {
+		case <-idleC:
+			out.Flush()
+			fmt.Fprintf(e.stderr, "relay consume: no message for %v; %d message(s)\n", *idle, n)
+			return exitOK
 		case <-ctx.Done():
 			out.Flush()
 			if *count > 0 && ctx.Err() == context.DeadlineExceeded {
@@ -101,6 +120,7 @@ was stopped), 1 when --timeout passed first or the subscription failed.`)
 				return exitFailure
 			}
 			n++
+			idleT.Reset(*idle)
 			if *format == "json" {
 				writeJSON(out, m)
 			} else {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -89,6 +90,9 @@ Examples:
 		return failed(e, "publish", err)
 	}
 	defer pub.Close()
+	if code, ok := checkGroups(ctx, e, "publish", pub, topic); !ok {
+		return code
+	}
 
 	var msgs []*relay.Message
 	for _, p := range payloads {
@@ -128,4 +132,28 @@ Examples:
 func usageErr(e *env, cmd, msg string) int {
 	fmt.Fprintf(e.stderr, "relay %s: %s (see relay %s --help)\n", cmd, msg, cmd)
 	return exitUsage
+}
+
+// checkGroups asks pub (within ctx) whether a message published to topic now would
+// reach a group (relay.GroupChecker), so that a command refuses, with
+// exit 1 and the broker's answer (which says how to provision a group),
+// rather than publish what nobody will ever receive: PostgreSQL and SNS
+// store nothing for a group that does not exist yet, RabbitMQ returns it
+// unroutable. When the broker cannot tell, or the check itself fails,
+// the command goes on: Publish reports what fails.
+func checkGroups(ctx context.Context, e *env, cmd string, pub relay.Publisher, topic string) (int, bool) {
+	gc, ok := pub.(relay.GroupChecker)
+	if !ok {
+		return exitOK, true
+	}
+	err := gc.CheckGroups(ctx, topic)
+	switch {
+	case err == nil, errors.Is(err, relay.ErrNotSupported):
+		return exitOK, true
+	case errors.Is(err, relay.ErrNoGroup):
+		fmt.Fprintf(e.stderr, "relay %s: nothing published: %v\n", cmd, err)
+		return exitFailure, false
+	}
+	fmt.Fprintf(e.stderr, "relay %s: could not check that topic %q has a group (publishing anyway): %v\n", cmd, topic, err)
+	return exitOK, true
 }

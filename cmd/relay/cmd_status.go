@@ -20,7 +20,8 @@ func runStatus(e *env, args []string) int {
 	fs := newFlagSet(e, "status", "", `
 Print the live view of a running bridge: one line per route with its state,
 messages forwarded (total and per second over the last 10 s), messages in
-flight, source lag, retries, poisoned messages and the last error. It reads
+flight, source lag, retries, poisoned messages and the last error (with
+"recovered ... from" once the route works again). It reads
 GET /routes from the bridge's HTTP endpoint (see docs/bridge.md for the JSON,
 which --json prints as is). URLs and errors come redacted from the bridge.
 Exits 1 when no bridge answers at the address.
@@ -166,7 +167,7 @@ func lagText(lag *int64) string {
 }
 
 // printStatus writes st as a table, one route a line, then the last error
-// of each route that has one.
+// of each route that has one, saying when the route recovered from it.
 func printStatus(w io.Writer, st bridge.Status) {
 	up := "not started"
 	if st.Started != nil {
@@ -190,9 +191,13 @@ func printStatus(w io.Writer, st bridge.Status) {
 	}
 	_ = tw.Flush()
 	for _, r := range st.Routes {
-		if r.LastError != nil {
-			fmt.Fprintf(w, "%s: last error %s ago (%s): %s\n", r.Name,
-				st.Time.Sub(r.LastError.Time).Round(time.Second), r.LastError.Time.Format(time.RFC3339), r.LastError.Message)
+		if le := r.LastError; le != nil {
+			recovered := ""
+			if le.RecoveredAt != nil {
+				recovered = fmt.Sprintf("recovered %s ago (%s) from ", st.Time.Sub(*le.RecoveredAt).Round(time.Second), le.RecoveredAt.Format(time.RFC3339))
+			}
+			fmt.Fprintf(w, "%s: %slast error %s ago (%s): %s\n", r.Name, recovered,
+				st.Time.Sub(le.Time).Round(time.Second), le.Time.Format(time.RFC3339), le.Message)
 		}
 		if r.NotReady != nil && r.State == bridge.StateRunning {
 			fmt.Fprintf(w, "%s: not ready: %s\n", r.Name, *r.NotReady)

@@ -88,6 +88,19 @@ func TestCLIPublishConsume(t *testing.T) {
 	if code, _, stderr := runRelay(t, nil, "consume", b.pubURL, topic, "--group", group, "--count", "1", "--timeout", "2s"); code != 1 || !strings.Contains(stderr, "timeout after 0 of 1") {
 		t.Errorf("consume of an empty group: exit %d, %s", code, stderr)
 	}
+	// --idle drains: it prints what is there and exits 0 once nothing
+	// came for that long, also when nothing was there.
+	if code, _, stderr := runRelay(t, nil, "publish", b.pubURL, topic, "--data", "last", "--count", "2", "-q"); code != 0 {
+		t.Fatalf("publish: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr = runRelay(t, nil, "consume", b.pubURL, topic, "--group", group, "--idle", "1s", "--format", "json")
+	if n := strings.Count(stdout, `"payload":"last"`); code != 0 || n != 2 || !strings.Contains(stderr, "relay consume: no message for 1s; 2 message(s)") {
+		t.Errorf("consume --idle: exit %d, %d messages\nstdout %s\nstderr %s", code, n, stdout, stderr)
+	}
+	if code, stdout, stderr := runRelay(t, nil, "consume", b.pubURL, topic, "--group", group, "--idle", "500ms"); code != 0 || stdout != "" ||
+		!strings.Contains(stderr, "no message for 500ms; 0 message(s)") {
+		t.Errorf("consume --idle of an empty group: exit %d\nstdout %q\nstderr %s", code, stdout, stderr)
+	}
 }
 
 func deref(s *string) string {
@@ -157,7 +170,7 @@ func TestPoisonAndReplay(t *testing.T) {
 	}
 
 	code, stdout, stderr = runRelay(t, nil, "replay", r.pubURL, in+".poison", "--group", "ops-"+run, "--idle", "3s", "--rate", "10")
-	if code != 0 || stdout != "replayed "+big.ID+" to "+in+"\n" || !strings.Contains(stderr, "replayed 1 message(s); 1 to "+in) {
+	if code != 0 || stdout != "replayed "+big.ID+" to "+in+"\n" || !strings.Contains(stderr, "replayed 1 message(s) from 1 poison copy; 1 to "+in) {
 		t.Fatalf("replay: exit %d\nstdout %q\nstderr %s", code, stdout, stderr)
 	}
 	// The check group of the source topic saw big, small and the replayed big.

@@ -146,23 +146,7 @@ func TestCLIProvision(t *testing.T) {
 // through relay's logger (slog) or nowhere, never straight to stderr: every
 // line relay prints on a failed connect is relay's, on every backend.
 func TestLibrariesDoNotWriteToStderr(t *testing.T) {
-	// A stand-in for the EC2 instance metadata service on loopback, which
-	// the AWS credential chain asks when no credentials are configured: it
-	// refuses the IMDSv2 token, which makes the SDK warn "falling back to
-	// IMDSv1", and has no role.
-	var imdsHits atomic.Int32
-	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		imdsHits.Add(1)
-		if r.Method == http.MethodPut {
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		w.WriteHeader(http.StatusNotFound)
-	}))
-	defer imds.Close()
-	noAWS := []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds.URL, "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=",
-		"AWS_PROFILE=", "AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none"),
-		"AWS_EC2_METADATA_DISABLED=", "AWS_CONTAINER_CREDENTIALS_FULL_URI=", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=", "AWS_WEB_IDENTITY_TOKEN_FILE="}
+	noAWS, imdsHits := noAWSEnv(t)
 	for _, u := range []string{
 		"redis://127.0.0.1:1/0",
 		"amqp://guest:guest@127.0.0.1:1/?connect_timeout=1s",
@@ -181,5 +165,39 @@ func TestLibrariesDoNotWriteToStderr(t *testing.T) {
 	}
 	if imdsHits.Load() == 0 {
 		t.Error("the AWS SDK never asked the metadata stand-in: the SDK warning was not exercised")
+	}
+}
+
+// noAWSEnv returns environment variables under which the AWS credential
+// chain finds no credentials (no variables, no profile files), and ends at
+// a stand-in for the EC2 instance metadata service on loopback: it
+// refuses the IMDSv2 token, which makes the SDK warn "falling back to
+// IMDSv1", and has no role. hits counts the requests it got.
+func noAWSEnv(t *testing.T) (env []string, hits *atomic.Int32) {
+	hits = new(atomic.Int32)
+	imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.Method == http.MethodPut {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	t.Cleanup(imds.Close)
+	return []string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds.URL, "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=",
+		"AWS_PROFILE=", "AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none"),
+		"AWS_EC2_METADATA_DISABLED=", "AWS_CONTAINER_CREDENTIALS_FULL_URI=", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=", "AWS_WEB_IDENTITY_TOKEN_FILE="}, hits
+}
+
+// TestAWSCredentialsHint: with no AWS credentials anywhere, the credential
+// chain ends at the instance metadata service; relay's error then says
+// what to set, on sqs:// and sns:// alike.
+func TestAWSCredentialsHint(t *testing.T) {
+	noAWS, _ := noAWSEnv(t)
+	for _, u := range []string{"sqs://?region=us-east-1&endpoint=http://127.0.0.1:1", "sns://?region=us-east-1&endpoint=http://127.0.0.1:1"} {
+		code, _, stderr := runRelayEnv(t, noAWS, nil, "publish", u, "t", "--data", "x", "--timeout", "5s")
+		if want := "relay/sqs: no usable AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any value for an emulator such as goaws), or AWS_PROFILE"; code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("publish to %s without credentials: exit %d, want 1 and %q:\n%s", u, code, want, stderr)
+		}
 	}
 }

@@ -17,7 +17,8 @@
 // (cannot connect, publish failed, timeout, drain timed out, no bridge
 // answers relay status); 2 usage error
 // (unknown command or flag, bad flag value, bad URL, missing --group, empty
-// topic); 3 invalid config file; 4 dry run found an unreachable endpoint.
+// topic); 3 invalid config file; 4 dry run found an unreachable endpoint
+// or a destination topic with no group.
 // See docs/bridge.md.
 package main
 
@@ -137,7 +138,8 @@ Exit codes:
      argument: bad URL (unknown scheme or parameter), missing --group,
      empty topic, mem:// outside relay bench
   3  invalid config file (relay validate, relay bridge)
-  4  dry run: an endpoint is unreachable (relay bridge --dry-run)
+  4  dry run: an endpoint is unreachable, or a destination topic has no
+     group to deliver to (relay bridge --dry-run)
 `
 
 func runVersion(e *env, args []string) int {

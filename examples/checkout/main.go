@@ -26,8 +26,10 @@
 //	go run ./examples/checkout -broker redis://127.0.0.1:6379/0
 //	go run ./examples/checkout -broker amqp://guest:guest@127.0.0.1:5672/
 //	go run ./examples/checkout -broker nats://127.0.0.1:4222
+//	BROKER=redis://127.0.0.1:6379/0 go run ./examples/checkout
 //
-// The same code runs on any backend: only the URL changes.
+// -broker wins over $BROKER; the default is mem://checkout. The same code
+// runs on any backend: only the URL changes.
 package main
 
 import (
@@ -90,7 +92,7 @@ const (
 )
 
 func main() {
-	broker := flag.String("broker", "mem://checkout", "broker URL; subscribers add group=NAME to it")
+	broker := brokerFlag(flag.CommandLine)
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not everything arrived by then")
 	flag.Parse()
 
@@ -100,6 +102,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "checkout:", err)
 		os.Exit(1)
 	}
+}
+
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://checkout", "broker URL; subscribers add group=NAME to it")
+}
+
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
+	}
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // Report is what the run received: acked message IDs per group, and how

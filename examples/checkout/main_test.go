@@ -159,3 +159,8 @@ func TestWithQuery(t *testing.T) {
 		}
 	}
 }
+
+// -broker take their default from the environment, as in every example.
+func TestURLFlags(t *testing.T) {
+	testenv.CheckEnvFlag(t, "broker", "mem://checkout", brokerFlag)
+}

@@ -18,6 +18,11 @@
 //
 //	docker compose up -d --wait     # RabbitMQ and Kafka (see docker-compose.yml)
 //	go run ./examples/migrate -rabbit amqp://guest:guest@127.0.0.1:5672/ -kafka kafka://127.0.0.1:9092
+//
+// It uses two brokers, so it takes two URLs the way the other examples
+// take -broker: -rabbit wins over $RABBIT (default
+// amqp://guest:guest@127.0.0.1:5672/), -kafka over $KAFKA (default
+// kafka://127.0.0.1:9092; `make kafka` starts one without Docker).
 package main
 
 import (
@@ -50,8 +55,8 @@ var phase1 []byte
 var phase2 []byte
 
 func main() {
-	rabbit := flag.String("rabbit", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
-	kafka := flag.String("kafka", "kafka://127.0.0.1:9092", "Kafka URL")
+	rabbit := rabbitFlag(flag.CommandLine)
+	kafka := kafkaFlag(flag.CommandLine)
 	orders := flag.Int("orders", 5, "orders published per step")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "show the bridge's logs")
@@ -67,6 +72,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "migrate:", err)
 		os.Exit(1)
 	}
+}
+
+// rabbitFlag defines -rabbit on fs.
+func rabbitFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "rabbit", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+}
+
+// kafkaFlag defines -kafka on fs.
+func kafkaFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "kafka", "kafka://127.0.0.1:9092", "Kafka URL")
+}
+
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
+	}
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // migration is the state of one walk-through.

@@ -112,3 +112,9 @@ func TestKafkaUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// -rabbit and -kafka take their default from the environment, as in every example.
+func TestURLFlags(t *testing.T) {
+	testenv.CheckEnvFlag(t, "rabbit", "amqp://guest:guest@127.0.0.1:5672/", rabbitFlag)
+	testenv.CheckEnvFlag(t, "kafka", "kafka://127.0.0.1:9092", kafkaFlag)
+}

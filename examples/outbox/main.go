@@ -14,6 +14,10 @@
 //
 //	go run ./examples/outbox
 //	go run ./examples/outbox -db postgres://app@db:5432/app -broker amqp://guest:guest@127.0.0.1:5672/
+//	BROKER=nats://127.0.0.1:4222 go run ./examples/outbox
+//
+// -broker wins over $BROKER; the default is redis://127.0.0.1:6379/0 (and
+// -db over $DB, default postgres://postgres@127.0.0.1:5432/test).
 //
 // It exits 0 once every saved order's event reached the consumer, 1 if
 // one is missing when -timeout runs out. The forwarder is what `relay
@@ -31,6 +35,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,8 +60,8 @@ type Order struct {
 var orders = []Order{{"A-1001", "59.90"}, {"A-1002", "12.50"}, {"A-1001", "59.90"}, {"A-1003", "230.00"}}
 
 func main() {
-	db := flag.String("db", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL (orders and the outbox)")
-	broker := flag.String("broker", "redis://127.0.0.1:6379/0", "broker URL the events are forwarded to")
+	db := dbFlag(flag.CommandLine)
+	broker := brokerFlag(flag.CommandLine)
 	schema := flag.String("schema", "relay_outbox_example", "schema of the orders table and relay's tables")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every event arrived by then")
 	flag.Parse()
@@ -70,6 +75,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "outbox:", err)
 		os.Exit(1)
 	}
+}
+
+// dbFlag defines -db on fs.
+func dbFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "db", "postgres://postgres@127.0.0.1:5432/test", "PostgreSQL URL (orders and the outbox)")
+}
+
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "redis://127.0.0.1:6379/0", "broker URL the events are forwarded to")
+}
+
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
+	}
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // withParams adds query parameters to a URL.

@@ -50,3 +50,9 @@ func TestOutboxToRedis(t *testing.T) {
 		t.Errorf("the duplicate order was not rolled back\n%s", got)
 	}
 }
+
+// -broker and -db take their default from the environment, as in every example.
+func TestURLFlags(t *testing.T) {
+	testenv.CheckEnvFlag(t, "broker", "redis://127.0.0.1:6379/0", brokerFlag)
+	testenv.CheckEnvFlag(t, "db", "postgres://postgres@127.0.0.1:5432/test", dbFlag)
+}

@@ -60,11 +60,7 @@ var reminders = []struct {
 const dueKey = "reminder-due"
 
 func main() {
-	def := os.Getenv("BROKER")
-	if def == "" {
-		def = "mem://reminders"
-	}
-	broker := flag.String("broker", def, "broker URL (default $BROKER, else mem://reminders); the subscriber adds group=notifier")
+	broker := brokerFlag(flag.CommandLine)
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every reminder was handled by then")
 	flag.Parse()
 
@@ -74,6 +70,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "reminders:", err)
 		os.Exit(1)
 	}
+}
+
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://reminders", "broker URL; the subscriber adds group=notifier")
+}
+
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
+	}
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // Handled is one reminder as the notifier handled it.

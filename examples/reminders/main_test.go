@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -60,4 +61,9 @@ func TestRemindersTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || rep == nil || len(rep.Handled) != 0 {
 		t.Fatalf("run with 200ms for reminders due in 500ms and later: %v, report %+v", err, rep)
 	}
+}
+
+// -broker take their default from the environment, as in every example.
+func TestURLFlags(t *testing.T) {
+	testenv.CheckEnvFlag(t, "broker", "mem://reminders", brokerFlag)
 }

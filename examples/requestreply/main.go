@@ -14,6 +14,8 @@
 //	go run ./examples/requestreply
 //	BROKER=redis://127.0.0.1:6379/0 go run ./examples/requestreply
 //	go run ./examples/requestreply -broker amqp://guest:guest@127.0.0.1:5672/
+//
+// -broker wins over $BROKER; the default is mem://requestreply.
 package main
 
 import (
@@ -43,11 +45,7 @@ import (
 )
 
 func main() {
-	def := os.Getenv("BROKER")
-	if def == "" {
-		def = "mem://requestreply"
-	}
-	broker := flag.String("broker", def, "broker URL (default $BROKER, else mem://requestreply); subscribers add group=NAME to it")
+	broker := brokerFlag(flag.CommandLine)
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every quote is answered by then")
 	flag.Parse()
 
@@ -57,6 +55,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "requestreply:", err)
 		os.Exit(1)
 	}
+}
+
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://requestreply", "broker URL; subscribers add group=NAME to it")
+}
+
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
+	}
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // prices is the pricing service's catalogue, in cents.

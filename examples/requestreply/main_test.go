@@ -78,3 +78,8 @@ func TestRequestReplyOnBrokers(t *testing.T) {
 		})
 	}
 }
+
+// -broker take their default from the environment, as in every example.
+func TestURLFlags(t *testing.T) {
+	testenv.CheckEnvFlag(t, "broker", "mem://requestreply", brokerFlag)
+}

@@ -16,6 +16,9 @@
 //
 //	go run ./examples/workqueue -workers 4 -jobs 20
 //	go run ./examples/workqueue -broker amqp://guest:guest@127.0.0.1:5672/
+//	BROKER=redis://127.0.0.1:6379/0 go run ./examples/workqueue
+//
+// -broker wins over $BROKER; the default is mem://workqueue.
 package main
 
 import (
@@ -43,7 +46,7 @@ import (
 )
 
 func main() {
-	broker := flag.String("broker", "mem://workqueue", "broker URL; workers add group=resizers to it")
+	broker := brokerFlag(flag.CommandLine)
 	workers := flag.Int("workers", 3, "number of workers")
 	jobs := flag.Int("jobs", 12, "number of resize jobs")
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not every job is done by then")
@@ -57,6 +60,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "workqueue:", err)
 		os.Exit(1)
 	}
+}
+
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://workqueue", "broker URL; workers add group=resizers to it")
+}
+
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
+	}
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // Result is what a run did: jobs done per worker, and results received.

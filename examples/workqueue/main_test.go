@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,4 +49,9 @@ func TestWorkQueueOnMemory(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// -broker take their default from the environment, as in every example.
+func TestURLFlags(t *testing.T) {
+	testenv.CheckEnvFlag(t, "broker", "mem://workqueue", brokerFlag)
 }

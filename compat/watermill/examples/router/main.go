@@ -1,11 +1,13 @@
 // Command router runs a Watermill router, written against Watermill's API
 // only, on a relay backend: Watermill's router, its Retry, Recoverer and
 // CorrelationID middleware and a handler that publishes, over whatever
-// relay URL BROKER names.
+// relay URL -broker names.
 //
 //	go run ./examples/router                                   # mem://
-//	BROKER=redis://127.0.0.1:6379/0 go run ./examples/router
+//	go run ./examples/router -broker redis://127.0.0.1:6379/0
 //	BROKER=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/router
+//
+// -broker wins over $BROKER; the default is mem://router-example.
 //
 // It publishes -n words to "words"; the "shout" handler upper-cases each
 // into "shouted" (failing once on every fifth word, so that Retry is
@@ -44,16 +46,28 @@ import (
 func main() {
 	n := flag.Int("n", 20, "how many words to publish")
 	timeout := flag.Duration("timeout", time.Minute, "give up after this long")
+	brokerURL := brokerFlag(flag.CommandLine)
 	flag.Parse()
-	broker := os.Getenv("BROKER")
-	if broker == "" {
-		broker = "mem://router-example"
-	}
+	broker := *brokerURL
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	if err := run(ctx, broker, "router-"+relay.NewID()[24:], *n, os.Stdout, os.Stderr); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// brokerFlag defines -broker on fs.
+func brokerFlag(fs *flag.FlagSet) *string {
+	return envFlag(fs, "broker", "mem://router-example", "relay URL of the backend")
+}
+
+// envFlag defines the string flag -name on fs, whose default is $NAME, else def.
+func envFlag(fs *flag.FlagSet, name, def, usage string) *string {
+	v := os.Getenv(strings.ToUpper(name))
+	if v == "" {
+		v = def
+	}
+	return fs.String(name, v, fmt.Sprintf("%s (default $%s, else %s)", usage, strings.ToUpper(name), def))
 }
 
 // run publishes n words to a fresh pair of topics (suffix makes them
@@ -143,7 +157,7 @@ func run(ctx context.Context, broker, suffix string, n int, out, logs io.Writer)
 func open(ctx context.Context, broker string) (*relaywm.Publisher, *relaywm.Subscriber, error) {
 	u, err := url.Parse(broker)
 	if err != nil {
-		return nil, nil, fmt.Errorf("BROKER: %w", err)
+		return nil, nil, fmt.Errorf("-broker: %w", err)
 	}
 	q := u.Query()
 	if q.Get("group") == "" && u.Scheme != "sqs" {

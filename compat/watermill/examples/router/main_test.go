@@ -94,3 +94,8 @@ func cleanup(t *testing.T, raw string, topics ...string) {
 		}
 	}
 }
+
+// -broker takes its default from $BROKER, as in every example.
+func TestURLFlags(t *testing.T) {
+	testenv.CheckEnvFlag(t, "broker", "mem://router-example", brokerFlag)
+}
