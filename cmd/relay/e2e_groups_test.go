@@ -90,7 +90,7 @@ func TestDryRunFindsTopicsWithoutGroup(t *testing.T) {
 		t.Errorf("dry run: exit %d, want 4\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	for _, re := range []string{
-		`(?m)^to-pg +destination +postgres://\S+ +` + topic("pg") + ` +NO GROUP: relay/postgres: topic "` + topic("pg") + `" has no group \(no row for it in relay\.groups\): .*provision a group first with ` + "`relay provision URL " + topic("pg") + " --group GROUP`",
+		`(?m)^to-pg +destination +postgres://\S+ +` + topic("pg") + ` +NO GROUP: relay/postgres: topic "` + topic("pg") + `" has no group \(no row for it in \S+\.groups\): .*provision a group first with ` + "`relay provision URL " + topic("pg") + " --group GROUP`",
 		`(?m)^to-pg +poison +postgres://\S+ +` + topic("pg-ready") + ` +ok \(\d+m?s\)$`,
 		`(?m)^to-amqp +destination +amqp://\S+ +` + topic("amqp") + ` +NO GROUP: relay/amqp: topic "` + topic("amqp") + `" has no group \(exchange "` + topic("amqp") + `" does not exist, so no queue is bound to it\)`,
 		`(?m)^to-sns +destination +sns:\S+ +` + topic("sns") + ` +NO GROUP: relay/sns: topic "` + topic("sns") + `" has no group \(SNS topic "` + topic("sns") + `" does not exist\)`,
