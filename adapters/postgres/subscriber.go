@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // NewSubscriber returns a subscriber for cfg.Group that works through
@@ -72,7 +73,7 @@ func (d *subDriver) Health() error {
 // needed and the group's row for topic, so that every message published
 // to topic from now on gets a delivery row for the group. Idempotent.
 func (d *subDriver) Provision(ctx context.Context, topic string) error {
-	if err := checkTopic(topic); err != nil {
+	if err := rowqueue.CheckTopic(topic); err != nil {
 		return err
 	}
 	if err := d.schema.ensure(ctx, d.pool, d.cfg.Schema); err != nil {
@@ -114,7 +115,7 @@ func (d *subDriver) Close() error {
 // Idempotent. A message published to topic afterwards is not stored (a
 // topic without groups keeps nothing).
 func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
-	if err := checkTopic(topic); err != nil {
+	if err := rowqueue.CheckTopic(topic); err != nil {
 		return err
 	}
 	if err := d.schema.ensure(ctx, d.pool, d.cfg.Schema); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver/urlopt"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // Schemes of this backend.
@@ -74,7 +75,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if subscriber && c.sub.Group == "" {
 		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
-	if why := validText(c.sub.Group); why != "" {
+	if why := rowqueue.ValidText(c.sub.Group); why != "" {
 		p.Fail("group", "%s", why)
 	}
 	if c.sub.Lease < minLease {
