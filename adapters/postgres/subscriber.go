@@ -32,17 +32,7 @@ func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig
 		return nil, err
 	}
 	d.l = startListener(pool.Config().ConnConfig.Copy(), d.q, cfg.PingInterval, cfg.Logger)
-	return driver.NewSubscriber(d, driver.Options{
-		InFlight:      cfg.InFlight,
-		InFlightBytes: cfg.InFlightBytes,
-		ExtendEvery:   cfg.Lease / 3,
-		// Acks go with the next claim (see receiver.Settle), and a claim
-		// costs more than acks do: a fast handler's acks free the whole
-		// window at once, so that each claim takes a window, not half.
-		SettleBatch: cfg.InFlight,
-		Logger:      cfg.Logger,
-		Group:       cfg.Group,
-	}), nil
+	return driver.NewSubscriber(d, rowqueue.Options(cfg.Group, cfg.InFlight, cfg.InFlightBytes, cfg.Lease, cfg.Logger)), nil
 }
 
 type subDriver struct {

@@ -6,21 +6,20 @@ import (
 
 	_ "github.com/go-relay/relay/adapters/sqlite"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
 )
 
 func TestConformance(t *testing.T) {
 	base := dbURL(t)
 	drivertest.Run(t, drivertest.Harness{
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
+		SubscriberURL: groupURL(base),
 		// The hung broker of a file: another process (here another
 		// connection) holds the write lock and never lets go; reads go on.
 		HungBroker: func(t testing.TB) drivertest.HungBroker {
 			hung := dbURL(t, "busy_timeout", "1s")
 			return drivertest.HungBroker{
 				PublisherURL:  hung,
-				SubscriberURL: func(group string) string { return testenv.WithParams(hung, "group", group) },
+				SubscriberURL: groupURL(hung),
 				Hang: func() {
 					conn, err := rawDB(t, hung).Conn(context.Background())
 					if err != nil {

@@ -43,7 +43,7 @@ func runChild() int {
 	}()
 	fmt.Println("READY")
 	for m := range ch {
-		time.Sleep(time.Millisecond) // a little work, so that both processes pull
+		time.Sleep(20 * time.Millisecond) // work that takes longer than a claim under -race, so that both processes pull
 		if err := m.Ack(); err != nil {
 			fmt.Fprintln(os.Stderr, "child: ack:", err)
 			continue
@@ -61,21 +61,19 @@ func TestCompetingProcesses(t *testing.T) {
 	base := dbURL(t)
 	topic := relaytest.Unique("procs")
 	sub := openSub(t, base, "workers")
-	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	_ = sub.Close()
 
 	var mu sync.Mutex
 	acked := map[string][]int{} // ID -> the children that acked it
 	all := make(chan struct{})
-	const n = 300
+	const n = 100
 	var wg sync.WaitGroup
 	var stdins []io.WriteCloser
 	for i := range 2 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"=1", "RELAY_SQLITE_TOPIC="+topic,
-			"RELAY_SQLITE_URL="+testenv.WithParams(base, "group", "workers", "inflight", "8", "poll", "20ms"))
+			"RELAY_SQLITE_URL="+testenv.WithParams(base, "group", "workers", "inflight", "4", "poll", "20ms"))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {

@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/relaytest"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -28,6 +28,11 @@ func dbURL(t testing.TB, kv ...string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "relay.db")
 	return testenv.WithParams((&url.URL{Scheme: "sqlite", Path: path}).String(), kv...)
+}
+
+// groupURL returns the subscriber URL of a group on base.
+func groupURL(base string) func(group string) string {
+	return func(group string) string { return testenv.WithParams(base, "group", group) }
 }
 
 // filePath is the database file of a dbURL.
@@ -72,29 +77,11 @@ func openSub(t testing.TB, raw, group string, kv ...string) relay.Subscriber {
 	return s
 }
 
+// subscribe is relaytest.Subscribe's channel.
 func subscribe(t testing.TB, s relay.Subscriber, topic string) <-chan *relay.Message {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ch, err := s.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch, _ := relaytest.Subscribe(t, s, topic)
 	return ch
-}
-
-func next(t testing.TB, ch <-chan *relay.Message) *relay.Message {
-	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatal("subscription channel closed")
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		t.Fatal("no message within 30s")
-	}
-	return nil
 }
 
 func count(t testing.TB, db *sql.DB, query string, args ...any) int {

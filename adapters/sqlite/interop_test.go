@@ -42,9 +42,7 @@ func TestInteropCLIReads(t *testing.T) {
 	base := dbURL(t)
 	topic := relaytest.Unique("interop")
 	for _, g := range []string{"billing", "email"} {
-		if err := openSub(t, base, g).(relay.Provisioner).Provision(ctx, topic); err != nil {
-			t.Fatal(err)
-		}
+		relaytest.Provision(t, openSub(t, base, g).(relay.Provisioner), topic)
 	}
 	m := &relay.Message{ID: relay.NewID(), Key: "order-7", Metadata: relay.Metadata{"type": "order.placed", "trace": "a<b&c"},
 		Payload: []byte{0, 1, 0xfe, 0xff}}
@@ -70,9 +68,7 @@ func TestInteropCLIWrites(t *testing.T) {
 	base := dbURL(t, "poll", "20ms")
 	topic := relaytest.Unique("interop")
 	sub := openSub(t, base, "billing")
-	if err := sub.(relay.Provisioner).Provision(context.Background(), topic); err != nil {
-		t.Fatal(err)
-	}
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	ch := subscribe(t, sub, topic)
 	sqlite3(t, base, `BEGIN IMMEDIATE;
 INSERT INTO relay_messages (topic, relay_id, key, metadata, payload)
@@ -81,7 +77,7 @@ INSERT INTO relay_deliveries (topic, group_name, message_id)
 SELECT topic, name, last_insert_rowid() FROM relay_groups WHERE topic = '`+topic+`';
 COMMIT;
 `)
-	got := next(t, ch)
+	got := relaytest.Next(t, ch, "the message the shell inserted")
 	if got.ID != "cli-1" || got.Key != "order-8" || len(got.Metadata) != 1 || got.Metadata["type"] != "order.placed" ||
 		!bytes.Equal(got.Payload, []byte{0, 0xff, 'a'}) || got.Attempt() != 1 {
 		t.Fatalf("got ID %q key %q metadata %v payload %x attempt %d", got.ID, got.Key, got.Metadata, got.Payload, got.Attempt())

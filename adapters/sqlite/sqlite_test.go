@@ -87,9 +87,7 @@ func TestRetention(t *testing.T) {
 	topic := relaytest.Unique("ret")
 	a, b := openSub(t, base, "a"), openSub(t, base, "b")
 	for _, s := range []relay.Subscriber{a, b} {
-		if err := s.(relay.Provisioner).Provision(ctx, topic); err != nil {
-			t.Fatal(err)
-		}
+		relaytest.Provision(t, s.(relay.Provisioner), topic)
 	}
 	pub := openPub(t, base)
 	if err := pub.Publish(ctx, "no-groups", relay.NewMessage([]byte("dropped"))); err != nil {
@@ -102,9 +100,9 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("%d message rows, want 2 (none for the topic without groups)", n)
 	}
 	ackAll := func(s relay.Subscriber) {
-		ch := subscribe(t, s, topic)
+		ch, _ := relaytest.Subscribe(t, s, topic)
 		for range 2 {
-			if err := next(t, ch).Ack(); err != nil {
+			if err := relaytest.Next(t, ch, "a message").Ack(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -129,9 +127,7 @@ func TestMaxAge(t *testing.T) {
 	db := rawDB(t, base)
 	topic := relaytest.Unique("age")
 	sub := openSub(t, base, "g", "max_age", "1h")
-	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	old, young := relay.NewMessage([]byte("old")), relay.NewMessage([]byte("young"))
 	if err := openPub(t, base).Publish(ctx, topic, old, young); err != nil {
 		t.Fatal(err)
@@ -139,7 +135,7 @@ func TestMaxAge(t *testing.T) {
 	if _, err := db.Exec("UPDATE relay_messages SET created_at = created_at - 7200000000 WHERE relay_id = ?", old.ID); err != nil {
 		t.Fatal(err)
 	}
-	got := next(t, subscribe(t, sub, topic))
+	got := relaytest.Next(t, subscribe(t, sub, topic), "a message")
 	if got.ID != young.ID {
 		t.Fatalf("got %s (%q), want only the young message", got.ID, got.Payload)
 	}
@@ -160,9 +156,7 @@ func TestExpiredLeaseTakenOver(t *testing.T) {
 	base := dbURL(t)
 	topic := relaytest.Unique("lease")
 	sub := openSub(t, base, "g")
-	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	m := relay.NewMessage([]byte("claimed by the dead"))
 	if err := openPub(t, base).Publish(ctx, topic, m); err != nil {
 		t.Fatal(err)
@@ -171,110 +165,70 @@ func TestExpiredLeaseTakenOver(t *testing.T) {
 		time.Now().Add(-time.Second).UnixMicro(), topic); err != nil {
 		t.Fatal(err)
 	}
-	got := next(t, subscribe(t, sub, topic))
+	got := relaytest.Next(t, subscribe(t, sub, topic), "a message")
 	if got.ID != m.ID || got.Attempt() != 2 {
 		t.Fatalf("got %q attempt %d, want %q attempt 2", got.ID, got.Attempt(), m.ID)
 	}
 	_ = got.Ack()
 }
 
-// TestLeaseExtended: a handler holds a message for several leases while a
-// competitor of the group polls every 50ms; the shared layer extends the
-// lease, so the message is delivered once.
+// TestLeaseExtended: see relaytest.LeaseExtended.
 func TestLeaseExtended(t *testing.T) {
-	ctx := context.Background()
-	base := dbURL(t)
-	topic := relaytest.Unique("extend")
 	const lease = 600 * time.Millisecond
-	slow := openSub(t, base, "g", "lease", lease.String())
-	ch := subscribe(t, slow, topic)
-	if err := openPub(t, base).Publish(ctx, topic, relay.NewMessage([]byte("slow work"))); err != nil {
-		t.Fatal(err)
-	}
-	held := next(t, ch)
-	competitor := openSub(t, base, "g", "lease", lease.String(), "poll", "50ms")
-	cctx, cancel := context.WithCancel(ctx)
-	cch, err := competitor.Subscribe(cctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case stolen := <-cch:
-		t.Fatalf("the competitor got %q (attempt %d) while its lease was being extended", stolen.ID, stolen.Attempt())
-	case <-time.After(5 * lease):
-	}
-	_ = held.Ack()
-	cancel()
-	for range cch {
-	}
+	base := dbURL(t)
+	relaytest.LeaseExtended(t, openPub(t, base), openSub(t, base, "g", "lease", lease.String()),
+		openSub(t, base, "g", "lease", lease.String(), "poll", "50ms"), relaytest.Unique("extend"), lease)
 }
 
-// TestOutbox: a message published in a rolled-back transaction leaves no
-// row and is never delivered; one published in a committed transaction
-// is, byte-exact, and the business row exists iff committed.
+// TestOutbox: see relaytest.Outbox; and PublishTx checks as Publish does,
+// and explains missing tables.
 func TestOutbox(t *testing.T) {
 	ctx := context.Background()
 	base := dbURL(t, "poll", "20ms")
 	db := rawDB(t, base)
 	topic := relaytest.Unique("outbox")
 	sub := openSub(t, base, "g")
-	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	if _, err := db.Exec("CREATE TABLE orders (id TEXT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	write := func(m *relay.Message, commit bool) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec("INSERT INTO orders (id) VALUES (?)", m.Key); err != nil {
-			t.Fatal(err)
-		}
-		if err := sqlite.PublishTx(ctx, tx, topic, m); err != nil {
-			t.Fatal(err)
-		}
-		if commit {
-			err = tx.Commit()
-		} else {
-			err = tx.Rollback()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	rolledBack := &relay.Message{Key: "order-1", Payload: []byte("rolled back")}
-	write(rolledBack, false)
-	if rolledBack.ID == "" {
-		t.Fatal("PublishTx did not assign an ID")
-	}
-	committed := &relay.Message{Key: "order-2", Metadata: relay.Metadata{"type": "order.placed"}, Payload: []byte{0, 1, 2, 0xff}}
-	write(committed, true)
-	got := next(t, subscribe(t, sub, topic))
-	if got.ID != committed.ID || got.Key != "order-2" || got.Metadata["type"] != "order.placed" || string(got.Payload) != string(committed.Payload) {
-		t.Fatalf("got %q key %q md %v payload %x, want the committed message %q", got.ID, got.Key, got.Metadata, got.Payload, committed.ID)
-	}
-	_ = got.Ack()
-	if n := count(t, db, "SELECT count(*) FROM relay_messages WHERE relay_id = ?", rolledBack.ID); n != 0 {
-		t.Fatalf("%d message rows of the rolled-back message", n)
-	}
-	if n := count(t, db, "SELECT count(*) FROM orders"); n != 1 {
-		t.Fatalf("%d order rows, want the committed one", n)
-	}
+	relaytest.Outbox(t, sub, topic, relaytest.OutboxCase{
+		Write: func(t *testing.T, topic string, m *relay.Message, commit bool) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback() //nolint:errcheck // after Commit: a no-op
+			if _, err := tx.Exec("INSERT INTO orders (id) VALUES (?)", m.Key); err != nil {
+				t.Fatal(err)
+			}
+			if err := sqlite.PublishTx(ctx, tx, topic, m); err != nil {
+				t.Fatal(err)
+			}
+			if commit {
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		MessageRows: func(t *testing.T, id string) int {
+			return count(t, db, "SELECT count(*) FROM relay_messages WHERE relay_id = ?", id)
+		},
+		BusinessRows: func(t *testing.T, key string) int {
+			return count(t, db, "SELECT count(*) FROM orders WHERE id = ?", key)
+		},
+	})
 
-	// Checks as Publish does them, and the missing tables explained.
 	err := sqlite.PublishTx(ctx, nil, topic, &relay.Message{Key: "a\x00"})
 	var le *relay.LimitError
 	if !errors.As(err, &le) || le.What != "key" {
 		t.Fatalf("key with NUL: %v, want a *relay.LimitError about the key", err)
 	}
-	other := rawDB(t, dbURL(t))
-	tx, err := other.Begin()
+	tx, err := rawDB(t, dbURL(t)).Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer tx.Rollback() //nolint:errcheck // nothing to keep
 	if err := sqlite.PublishTx(ctx, tx, topic, relay.NewMessage(nil)); err == nil || !strings.Contains(err.Error(), "SchemaSQL") {
 		t.Fatalf("without relay's tables: %v, want an error pointing at SchemaSQL", err)
 	}

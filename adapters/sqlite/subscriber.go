@@ -37,16 +37,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		return nil, err
 	}
 	d := &subDriver{s: s, cfg: cfg, caps: capabilities(DefaultMaxBytes)}
-	return driver.NewSubscriber(d, driver.Options{
-		InFlight:      cfg.InFlight,
-		InFlightBytes: cfg.InFlightBytes,
-		ExtendEvery:   cfg.Lease / 3,
-		// Acks go with the next claim (see rowqueue.Receiver.Settle): a
-		// fast handler's acks free the whole window at once, so that each
-		// claim takes a window, not half.
-		SettleBatch: cfg.InFlight,
-		Logger:      cfg.Logger,
-	}), nil
+	return driver.NewSubscriber(d, rowqueue.Options(cfg.Group, cfg.InFlight, cfg.InFlightBytes, cfg.Lease, cfg.Logger)), nil
 }
 
 type subDriver struct {

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 
 	"github.com/go-relay/relay"
@@ -13,9 +12,17 @@ import (
 // Scheme of this backend.
 const Scheme = "sqlite"
 
-func init() { relay.Register(Scheme, opener{}) }
-
-type opener struct{}
+func init() {
+	relay.Register(Scheme, urlopt.Opener[urlConfig]{
+		Parse: parseURL,
+		Publisher: func(ctx context.Context, c urlConfig) (relay.Publisher, error) {
+			return NewPublisher(ctx, c.pub)
+		},
+		Subscriber: func(ctx context.Context, c urlConfig) (relay.Subscriber, error) {
+			return NewSubscriber(ctx, c.sub)
+		},
+	})
+}
 
 // urlConfig is everything a sqlite:// URL configures, for both sides.
 type urlConfig struct {
@@ -53,64 +60,8 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if c.pub.MaxBytes > maxBytesLimit {
 		p.Fail("max_bytes", "%d exceeds the adapter's limit of %d (512 MiB)", c.pub.MaxBytes, maxBytesLimit)
 	}
-	c.sub = SubscriberConfig{
-		File:          f,
-		Group:         p.String("group", ""),
-		InFlight:      p.Int("inflight", DefaultInFlight, 1),
-		InFlightBytes: p.Bytes("inflight_bytes", 0),
-		Lease:         p.Duration("lease", DefaultLease),
-		Poll:          p.Duration("poll", DefaultPoll),
-		MaxAge:        p.Duration("max_age", 0),
-	}
-	if subscriber && c.sub.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
-	}
-	if why := rowqueue.ValidText(c.sub.Group); why != "" {
-		p.Fail("group", "%s", why)
-	}
-	if c.sub.Lease < minLease {
-		p.Fail("lease", "must be at least %v", minLease)
-	}
-	if c.sub.Poll <= 0 {
-		p.Fail("poll", "must be positive")
-	}
+	rp := rowqueue.ReadParams(p, subscriber, rowqueue.Params{InFlight: DefaultInFlight, Lease: DefaultLease, Poll: DefaultPoll}, minLease)
+	c.sub = SubscriberConfig{File: f, Group: rp.Group, InFlight: rp.InFlight, InFlightBytes: rp.InFlightBytes,
+		Lease: rp.Lease, Poll: rp.Poll, MaxAge: p.Duration("max_age", 0)}
 	return c, p.Err()
-}
-
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, err := parseURL(u, false)
-	return err
-}
-
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, err := parseURL(u, true)
-	return err
-}
-
-// OpenPublisher opens sqlite://PATH?... (see docs/sqlite.md).
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	c, err := parseURL(u, false)
-	if err != nil {
-		return nil, err
-	}
-	pub, err := NewPublisher(ctx, c.pub)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
-	}
-	return pub, nil
-}
-
-// OpenSubscriber opens sqlite://PATH?group=G&... (see docs/sqlite.md).
-func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	c, err := parseURL(u, true)
-	if err != nil {
-		return nil, err
-	}
-	sub, err := NewSubscriber(ctx, c.sub)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u.Redacted(), err)
-	}
-	return sub, nil
 }

@@ -9,12 +9,22 @@ package rowqueue
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-relay/relay/driver"
 )
+
+// Options are the shared layer's options for a table queue's subscriber
+// of group: leases extended every third of lease, and a fast handler's acks
+// settling the whole window at once (acks go with the next claim, see
+// Receiver.Settle, and a claim costs more than acks), so that each claim
+// takes a window, not half.
+func Options(group string, inFlight int, inFlightBytes int64, lease time.Duration, log *slog.Logger) driver.Options {
+	return driver.Options{Group: group, InFlight: inFlight, InFlightBytes: inFlightBytes, ExtendEvery: lease / 3, SettleBatch: inFlight, Logger: log}
+}
 
 // Nack is a nacked row and how long it stays unclaimable.
 type Nack struct {
