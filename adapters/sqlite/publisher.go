@@ -75,7 +75,7 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 // subscriptions of topic. A lock held by another process past
 // busy_timeout is marked driver.Retryable.
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
-	err := d.s.write(ctx, func(tx *sql.Tx) error { return insert(ctx, tx, topic, msgs) })
+	err := d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return insert(ctx, tx, topic, msgs) })
 	if err != nil {
 		if retryable(err) {
 			d.unhealthy.Store(&err)

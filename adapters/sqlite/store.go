@@ -128,13 +128,17 @@ func (s *store) closeDBs() {
 }
 
 // write runs fn in one IMMEDIATE transaction on the writing connection and
-// commits it.
-func (s *store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// commits it. ctx bounds the wait for the write lock, which is where a
+// transaction waits on other processes, and ends the transaction between
+// statements; fn's statements run with a ctx without cancellation, which
+// spares modernc a watcher goroutine per statement (a statement inside
+// the transaction holds the lock already and waits on nobody).
+func (s *store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(context.WithoutCancel(ctx), tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

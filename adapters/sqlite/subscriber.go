@@ -142,7 +142,7 @@ func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
 	if err := rowqueue.CheckTopic(topic); err != nil {
 		return err
 	}
-	err := d.s.write(ctx, func(tx *sql.Tx) error {
+	err := d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, table := range []string{"relay_groups", "relay_deliveries", "relay_messages"} {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE topic = ?", topic); err != nil {
 				return err

@@ -96,7 +96,7 @@ func (t *table) ack(ctx context.Context, tx *sql.Tx, acks []int64) error {
 // up to max claimable rows, in one transaction.
 func (t *table) Claim(ctx context.Context, max int, acks []int64) ([]driver.Received, error) {
 	var out []driver.Received
-	err := t.d.s.write(ctx, func(tx *sql.Tx) error {
+	err := t.d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := t.ack(ctx, tx, acks); err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (t *table) NextDue(ctx context.Context) (time.Duration, bool, error) {
 // for those due at once.
 func (t *table) Settle(ctx context.Context, acks []int64, nacks []rowqueue.Nack) error {
 	wake := false
-	err := t.d.s.write(ctx, func(tx *sql.Tx) error {
+	err := t.d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := t.ack(ctx, tx, acks); err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func (t *table) Extend(ctx context.Context, ids []int64) error {
 // Release sends the acks and makes the unsettled rows claimable at once,
 // in one transaction, and wakes the process's other subscriptions.
 func (t *table) Release(ctx context.Context, acks, ids []int64) error {
-	err := t.d.s.write(ctx, func(tx *sql.Tx) error {
+	err := t.d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := t.ack(ctx, tx, acks); err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func (t *table) Close(ctx context.Context, acks []int64) error {
 	if len(acks) == 0 {
 		return nil
 	}
-	if err := t.d.s.write(ctx, func(tx *sql.Tx) error { return t.ack(ctx, tx, acks) }); err != nil {
+	if err := t.d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return t.ack(ctx, tx, acks) }); err != nil {
 		return fmt.Errorf("relay/sqlite: acknowledging %d messages of %q: %w", len(acks), t.topic, err)
 	}
 	return nil
