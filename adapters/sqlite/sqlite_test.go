@@ -43,8 +43,8 @@ func TestURLForms(t *testing.T) {
 		"sqlite://./x.db?lease=10ms":        "lease",
 		"sqlite://./x.db?nope=1":            `"nope": unknown parameter`,
 		"sqlite:x.db":                       "sqlite:///absolute/path.db",
-		"sqlite://./missing/dir/x.db":       "opening",
-		"sqlite://:memory:":                 "",
+		"sqlite://./missing/dir/x.db":       "does its directory exist",
+		"sqlite://:memory:":                 "use mem://",
 		"sqlite://./x.db?max_bytes=600MiB":  "512 MiB",
 		"sqlite://./x.db?busy_timeout=soon": "busy_timeout",
 	} {
@@ -69,8 +69,8 @@ func TestURLForms(t *testing.T) {
 	}
 }
 
-// TestMemoryRefused: sqlite://:memory: is not a URL at all; the config
-// field is refused with the reason.
+// TestMemoryRefused: Path ":memory:" is refused with the reason, as
+// sqlite://:memory: is (TestURLForms).
 func TestMemoryRefused(t *testing.T) {
 	_, err := sqlite.NewPublisher(context.Background(), sqlite.PublisherConfig{File: sqlite.File{Path: ":memory:"}})
 	if err == nil || !strings.Contains(err.Error(), "mem://") {

@@ -79,6 +79,10 @@ func openStore(ctx context.Context, f File) (*store, error) {
 	}
 	if err != nil {
 		s.closeDBs()
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CANTOPEN {
+			return nil, fmt.Errorf("relay/sqlite: opening %s: %w (does its directory exist, and may this process write there?)", path, err)
+		}
 		return nil, fmt.Errorf("relay/sqlite: opening %s: %w", path, err)
 	}
 	stores.m[path] = s
