@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"database/sql"
 	"encoding/json"
 	"strconv"
@@ -19,14 +20,18 @@ const sqliteText = "an SQLite text column (or the JSON of the metadata)"
 // client when it is not a JSON object, so that nothing is dropped.
 const RawMetadataKey = "relay-raw-metadata"
 
-// insertMessage and insertDeliveries store one message for every group of
-// the topic: the message row, then its delivery rows
-// ($1 topic, $2 message row id, $3 visible_at).
+// insertMessage and insertDeliveries store messages for every group of
+// their topic: the message rows, one by one, then the delivery rows of
+// the batch in one statement ($1 topic, $2 and $3 the first and last
+// message row ids; ids are consecutive, since the transaction holds the
+// write lock). deliver_at (0: at once) is the delivery rows' first
+// visible_at.
 const (
-	insertMessage = `INSERT INTO relay_messages (topic, relay_id, key, metadata, payload, created_at)
-VALUES (?, ?, ?, ?, ?, ?)`
+	insertMessage = `INSERT INTO relay_messages (topic, relay_id, key, metadata, payload, created_at, deliver_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
 	insertDeliveries = `INSERT INTO relay_deliveries (topic, group_name, message_id, visible_at)
-SELECT topic, name, ?2, ?3 FROM relay_groups WHERE topic = ?1`
+SELECT m.topic, g.name, m.id, m.deliver_at FROM relay_messages m JOIN relay_groups g ON g.topic = m.topic
+WHERE m.id BETWEEN ?2 AND ?3 AND m.topic = ?1`
 	hasGroups = `SELECT EXISTS (SELECT 1 FROM relay_groups WHERE topic = ?)`
 )
 
@@ -38,19 +43,15 @@ func insert(ctx context.Context, tx *sql.Tx, topic string, msgs []*relay.Message
 	if err := tx.QueryRowContext(ctx, hasGroups, topic).Scan(&any); err != nil || !any {
 		return err
 	}
-	msgStmt, err := tx.PrepareContext(ctx, insertMessage)
+	stmt, err := tx.PrepareContext(ctx, insertMessage)
 	if err != nil {
 		return err
 	}
-	defer msgStmt.Close()
-	delStmt, err := tx.PrepareContext(ctx, insertDeliveries)
-	if err != nil {
-		return err
-	}
-	defer delStmt.Close()
+	defer stmt.Close()
 	now := time.Now().UnixMicro()
 	var md bytes.Buffer
-	for _, m := range msgs {
+	var first, last int64
+	for i, m := range msgs {
 		md.Reset()
 		if err := encodeMetadata(&md, m.Metadata); err != nil {
 			return err
@@ -59,23 +60,26 @@ func insert(ctx context.Context, tx *sql.Tx, topic string, msgs []*relay.Message
 		if payload == nil {
 			payload = []byte{}
 		}
-		res, err := msgStmt.ExecContext(ctx, topic, m.ID, m.Key, md.String(), payload, now)
-		if err != nil {
-			return err
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		visible := now
+		var due int64
 		if !m.DeliverAt.IsZero() {
-			visible = max(now, (m.DeliverAt.UnixNano()+999)/1000) // never before DeliverAt
+			due = max(0, (m.DeliverAt.UnixNano()+999)/1000) // never before DeliverAt
 		}
-		if _, err := delStmt.ExecContext(ctx, topic, id, visible); err != nil {
+		res, err := stmt.ExecContext(ctx, topic, m.ID, m.Key, md.String(), payload, now, due)
+		if err != nil {
 			return err
+		}
+		if last, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		if i == 0 {
+			first = last
 		}
 	}
-	return nil
+	if last-first != int64(len(msgs)-1) {
+		return fmt.Errorf("message row ids %d..%d for %d messages: another writer in the transaction", first, last, len(msgs))
+	}
+	_, err = tx.ExecContext(ctx, insertDeliveries, topic, first, last)
+	return err
 }
 
 // encodeMetadata writes md as a JSON object of strings ("{}" when empty),

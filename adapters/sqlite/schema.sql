@@ -18,6 +18,8 @@ CREATE TABLE IF NOT EXISTS relay_groups (
 -- One row per published message, kept while some group still has a
 -- delivery row for it. metadata is a JSON object of strings; ids are
 -- never reused (AUTOINCREMENT), so a message's id is its lasting position.
+-- deliver_at is Message.DeliverAt (0: none), the first visible_at of the
+-- message's delivery rows.
 CREATE TABLE IF NOT EXISTS relay_messages (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
     topic      TEXT    NOT NULL,
@@ -25,7 +27,8 @@ CREATE TABLE IF NOT EXISTS relay_messages (
     key        TEXT    NOT NULL DEFAULT '',
     metadata   TEXT    NOT NULL DEFAULT '{}',
     payload    BLOB    NOT NULL DEFAULT x'',
-    created_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))
+    created_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),
+    deliver_at INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS relay_messages_topic_id ON relay_messages (topic, id);
 

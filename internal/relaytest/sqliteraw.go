@@ -20,8 +20,10 @@ type SQLiteRaw struct{ DB *sql.DB }
 // The statements, as the adapter runs them.
 const (
 	rawSQLiteGroup    = `INSERT OR IGNORE INTO relay_groups (topic, name, created_at) VALUES (?, ?, 0)`
-	rawSQLiteMessage  = `INSERT INTO relay_messages (topic, relay_id, key, metadata, payload, created_at) VALUES (?, ?, '', '{}', ?, ?)`
-	rawSQLiteDelivery = `INSERT INTO relay_deliveries (topic, group_name, message_id, visible_at) SELECT topic, name, ?2, ?3 FROM relay_groups WHERE topic = ?1`
+	rawSQLiteMessage  = `INSERT INTO relay_messages (topic, relay_id, key, metadata, payload, created_at, deliver_at) VALUES (?, ?, '', '{}', ?, ?, 0)`
+	rawSQLiteDelivery = `INSERT INTO relay_deliveries (topic, group_name, message_id, visible_at)
+SELECT m.topic, g.name, m.id, m.deliver_at FROM relay_messages m JOIN relay_groups g ON g.topic = m.topic
+WHERE m.id BETWEEN ?2 AND ?3 AND m.topic = ?1`
 	rawSQLiteClaim    = `SELECT d.message_id, d.attempts, m.relay_id, m.key, m.metadata, m.payload
 FROM relay_deliveries d JOIN relay_messages m ON m.id = d.message_id
 WHERE d.topic = ?1 AND d.group_name = ?2 AND d.visible_at <= ?3 ORDER BY d.message_id LIMIT ?4`
@@ -51,7 +53,8 @@ func (r SQLiteRaw) inTx(fn func(tx *sql.Tx) error) error {
 }
 
 // Publish stores n messages of payload for topic's groups in one
-// transaction: per message the message row and its delivery rows.
+// transaction: the message rows one by one, then their delivery rows in
+// one statement.
 func (r SQLiteRaw) Publish(topic string, n int, payload []byte) error {
 	return r.inTx(func(tx *sql.Tx) error {
 		msg, err := tx.Prepare(rawSQLiteMessage)
@@ -59,26 +62,22 @@ func (r SQLiteRaw) Publish(topic string, n int, payload []byte) error {
 			return err
 		}
 		defer msg.Close()
-		del, err := tx.Prepare(rawSQLiteDelivery)
-		if err != nil {
-			return err
-		}
-		defer del.Close()
 		now := time.Now().UnixMicro()
-		for range n {
+		var first, last int64
+		for i := range n {
 			res, err := msg.Exec(topic, relay.NewID(), payload, now)
 			if err != nil {
 				return err
 			}
-			id, err := res.LastInsertId()
-			if err != nil {
+			if last, err = res.LastInsertId(); err != nil {
 				return err
 			}
-			if _, err := del.Exec(topic, id, now); err != nil {
-				return err
+			if i == 0 {
+				first = last
 			}
 		}
-		return nil
+		_, err = tx.Exec(rawSQLiteDelivery, topic, first, last)
+		return err
 	})
 }
 
