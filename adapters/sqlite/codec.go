@@ -3,9 +3,9 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 

@@ -24,7 +24,7 @@ const (
 	rawSQLiteDelivery = `INSERT INTO relay_deliveries (topic, group_name, message_id, visible_at)
 SELECT m.topic, g.name, m.id, m.deliver_at FROM relay_messages m JOIN relay_groups g ON g.topic = m.topic
 WHERE m.id BETWEEN ?2 AND ?3 AND m.topic = ?1`
-	rawSQLiteClaim    = `SELECT d.message_id, d.attempts, m.relay_id, m.key, m.metadata, m.payload
+	rawSQLiteClaim = `SELECT d.message_id, d.attempts, m.relay_id, m.key, m.metadata, m.payload
 FROM relay_deliveries d JOIN relay_messages m ON m.id = d.message_id
 WHERE d.topic = ?1 AND d.group_name = ?2 AND d.visible_at <= ?3 ORDER BY d.message_id LIMIT ?4`
 	rawSQLiteLease = `UPDATE relay_deliveries SET visible_at = ?4, attempts = attempts + 1, lease_holder = 'raw'
