@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -109,19 +108,9 @@ func backlogScenario(t *testing.T, adapter, pubURL string, subURL func(group str
 		},
 		drain: func(l *ledger, topic, group string) string {
 			// In this process, with a wide window, for speed.
-			sub := openSub(t, subURL(group, 1000))
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			ch, err := sub.Subscribe(ctx, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			consume(l, ch, &wg)
+			stop := consumeInto(t, l, openSub(t, subURL(group, 1000)), topic)
 			l.waitAll(3 * time.Minute)
-			cancel()
-			_ = sub.Close()
-			wg.Wait()
+			stop()
 			return ""
 		},
 	})

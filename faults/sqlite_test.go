@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -145,27 +144,11 @@ func TestRestartSQLite(t *testing.T) {
 	l := newLedger()
 	sub := openSub(t, testenv.WithParams(base, "group", "g", "inflight", "256"))
 	provision(t, sub, topic)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	consume(l, ch, &wg)
+	stop := consumeInto(t, l, sub, topic)
 
 	var cut [][]string // batches in flight at a kill
 	for k := range crashKills {
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), childEnv+"=sqlite-writer", "RELAY_FAULTS_URL="+base, "RELAY_FAULTS_TOPIC="+topic)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, out := startChild(t, "sqlite-writer", "RELAY_FAULTS_URL="+base, "RELAY_FAULTS_TOPIC="+topic)
 		lines := make(chan []string)
 		go func() {
 			defer close(lines)
@@ -218,9 +201,7 @@ func TestRestartSQLite(t *testing.T) {
 			t.Errorf("a batch cut by the kill arrived in part: %d of %d messages", n, len(ids))
 		}
 	}
-	cancel()
-	_ = sub.Close()
-	wg.Wait()
+	stop()
 
 	db, err := sql.Open("sqlite", "file:"+strings.TrimPrefix(base, "sqlite://")+"?_pragma=busy_timeout(5000)")
 	if err != nil {

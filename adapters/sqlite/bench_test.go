@@ -25,12 +25,8 @@ import (
 // previous window's delivery and message rows, select the claimable
 // rows, lease them).
 func BenchmarkRatio(b *testing.B) {
-	const rounds = 5
-	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
-		relaytest.CompareRates(b, rounds, relayRate, rawRate)
-	}
-	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
-	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+	b.Run("publish/batch=100", func(b *testing.B) { relaytest.CompareRates(b, 5, relayPublishRate, rawPublishRate) })
+	b.Run("consume-ack/window=256", func(b *testing.B) { relaytest.CompareRates(b, 5, relayConsumeRate, rawConsumeRate) })
 }
 
 const (
@@ -76,22 +72,8 @@ func rawPublish(b *testing.B, raw relaytest.SQLiteRaw, topic string, n int) {
 }
 
 func relayPublishRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	base, _, topic, _ := benchFile(b)
-	pub := openPub(b, base)
-	payload := make([]byte, 100)
-	batch := make([]*relay.Message, benchBatch)
-	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
-		for j := range batch[:k] {
-			batch[j] = relay.NewMessage(payload)
-		}
-		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return float64(n) / time.Since(start).Seconds()
+	return relaytest.PublishRate(b, openPub(b, base), topic, n, benchBatch, make([]byte, 100))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -104,23 +86,7 @@ func rawPublishRate(b *testing.B, n int) float64 {
 func relayConsumeRate(b *testing.B, n int) float64 {
 	base, raw, topic, group := benchFile(b)
 	rawPublish(b, raw, topic, n)
-	sub := openSub(b, base, group, "inflight", strconv.Itoa(benchWindow))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	start := time.Now()
-	ch, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range n {
-		if err := (<-ch).Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cancel()
-	for range ch { // closed once every ack is in the database
-	}
-	return float64(n) / time.Since(start).Seconds()
+	return relaytest.ConsumeRate(b, openSub(b, base, group, "inflight", strconv.Itoa(benchWindow)), topic, n)
 }
 
 func rawConsumeRate(b *testing.B, n int) float64 {
