@@ -22,25 +22,35 @@ const RawMetadataKey = "relay-raw-metadata"
 
 // insertMessage and insertDeliveries store messages for every group of
 // their topic: the message rows, one by one, then the delivery rows of
-// the batch in one statement ($1 topic, $2 and $3 the first and last
+// the batch in one statement (?1 topic, ?2 and ?3 the first and last
 // message row ids; ids are consecutive, since the transaction holds the
 // write lock). deliver_at (0: at once) is the delivery rows' first
-// visible_at.
+// visible_at. insertDeliveriesFor is insertDeliveries for one group (?4).
 const (
 	insertMessage = `INSERT INTO relay_messages (topic, relay_id, key, metadata, payload, created_at, deliver_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)`
 	insertDeliveries = `INSERT INTO relay_deliveries (topic, group_name, message_id, visible_at)
 SELECT m.topic, g.name, m.id, m.deliver_at FROM relay_messages m JOIN relay_groups g ON g.topic = m.topic
 WHERE m.id BETWEEN ?2 AND ?3 AND m.topic = ?1`
-	hasGroups = `SELECT EXISTS (SELECT 1 FROM relay_groups WHERE topic = ?)`
+	insertDeliveriesFor = `INSERT INTO relay_deliveries (topic, group_name, message_id, visible_at)
+SELECT m.topic, ?4, m.id, m.deliver_at FROM relay_messages m WHERE m.id BETWEEN ?2 AND ?3 AND m.topic = ?1`
+	hasGroups   = `SELECT EXISTS (SELECT 1 FROM relay_groups WHERE topic = ?)`
+	groupExists = `SELECT EXISTS (SELECT 1 FROM relay_groups WHERE topic = ? AND name = ?)`
 )
 
-// insert stores msgs for topic's groups in tx; nothing when the topic has
-// none (see the package doc). A DeliverAt in the future becomes the
-// delivery rows' visible_at.
-func insert(ctx context.Context, tx *sql.Tx, topic string, msgs []*relay.Message) error {
-	var any bool
-	if err := tx.QueryRowContext(ctx, hasGroups, topic).Scan(&any); err != nil || !any {
+// insert stores msgs in tx for topic's groups, or for group alone when
+// not "". Nothing is stored for a topic without groups (see the package
+// doc); a group that does not exist is a *relay.NoGroupError. A DeliverAt
+// in the future becomes the delivery rows' visible_at.
+func insert(ctx context.Context, tx *sql.Tx, topic, group string, msgs []*relay.Message) error {
+	var exists bool
+	var err error
+	if group == "" {
+		err = tx.QueryRowContext(ctx, hasGroups, topic).Scan(&exists)
+	} else if err = tx.QueryRowContext(ctx, groupExists, topic, group).Scan(&exists); err == nil && !exists {
+		return &relay.NoGroupError{Backend: "sqlite", Topic: topic, Group: group, Detail: "no row for it in relay_groups"}
+	}
+	if err != nil || !exists {
 		return err
 	}
 	stmt, err := tx.PrepareContext(ctx, insertMessage)
@@ -78,7 +88,11 @@ func insert(ctx context.Context, tx *sql.Tx, topic string, msgs []*relay.Message
 	if last-first != int64(len(msgs)-1) {
 		return fmt.Errorf("message row ids %d..%d for %d messages: another writer in the transaction", first, last, len(msgs))
 	}
-	_, err = tx.ExecContext(ctx, insertDeliveries, topic, first, last)
+	if group != "" {
+		_, err = tx.ExecContext(ctx, insertDeliveriesFor, topic, first, last, group)
+	} else {
+		_, err = tx.ExecContext(ctx, insertDeliveries, topic, first, last)
+	}
 	return err
 }
 

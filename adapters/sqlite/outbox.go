@@ -46,7 +46,7 @@ func (o Outbox) PublishTx(ctx context.Context, tx *sql.Tx, topic string, msgs ..
 	if err := rowqueue.CheckOutbox(capabilities(maxBytes), sqliteText, topic, msgs); err != nil || len(msgs) == 0 {
 		return err
 	}
-	if err := insert(ctx, tx, topic, msgs); err != nil {
+	if err := insert(ctx, tx, topic, "", msgs); err != nil {
 		if strings.Contains(err.Error(), "no such table") {
 			return fmt.Errorf("relay/sqlite: publishing to %q in the transaction: %w (relay's tables do not exist: open a publisher or subscriber of the file once, or run SchemaSQL)", topic, err)
 		}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -22,6 +23,7 @@ func capabilities(maxBytes int) relay.Capabilities {
 		AttemptFromBroker: true,
 		MaxMessageBytes:   maxBytes,
 		MaxBatch:          maxBatch,
+		PublishToGroup:    true,
 		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
 			"so a group receives only what is published after Provision or its first Subscribe created it",
 	}
@@ -75,8 +77,23 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 // subscriptions of topic. A lock held by another process past
 // busy_timeout is marked driver.Retryable.
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
-	err := d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return insert(ctx, tx, topic, msgs) })
-	if err != nil {
+	return d.send(ctx, topic, "", msgs)
+}
+
+// SendBatchToGroup implements driver.GroupSendDriver: SendBatch with one
+// delivery row per message, for group alone. A group that does not exist
+// is a *relay.NoGroupError, and nothing is stored.
+func (d *pubDriver) SendBatchToGroup(ctx context.Context, topic, group string, msgs []*relay.Message) error {
+	return d.send(ctx, topic, group, msgs)
+}
+
+func (d *pubDriver) send(ctx context.Context, topic, group string, msgs []*relay.Message) error {
+	err := d.s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return insert(ctx, tx, topic, group, msgs) })
+	var ng *relay.NoGroupError
+	switch {
+	case errors.As(err, &ng):
+		return err
+	case err != nil:
 		if retryable(err) {
 			d.unhealthy.Store(&err)
 		}
@@ -84,6 +101,20 @@ func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.M
 	}
 	d.unhealthy.Store(nil)
 	d.s.waiters.Wake(topic)
+	return nil
+}
+
+// CheckGroups implements driver.GroupCheckDriver: publishing stores a
+// message only for the groups the topic has at that moment, so a topic
+// without one is a *relay.NoGroupError.
+func (d *pubDriver) CheckGroups(ctx context.Context, topic string) error {
+	var has bool
+	if err := d.s.r.QueryRowContext(ctx, hasGroups, topic).Scan(&has); err != nil {
+		return fmt.Errorf("relay/sqlite: looking for the groups of %q: %w", topic, err)
+	}
+	if !has {
+		return &relay.NoGroupError{Backend: "sqlite", Topic: topic, Detail: "no row for it in relay_groups"}
+	}
 	return nil
 }
 

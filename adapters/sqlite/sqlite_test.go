@@ -259,3 +259,43 @@ func TestDecodeMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestGroups: CheckGroups tells a topic without a group, PublishToGroup
+// delivers to the one group named and to no other, and refuses a group
+// that does not exist, storing nothing.
+func TestGroups(t *testing.T) {
+	ctx := context.Background()
+	base := dbURL(t)
+	db := rawDB(t, base)
+	topic := relaytest.Unique("groups")
+	pub := openPub(t, base)
+	var ng *relay.NoGroupError
+	if err := pub.(relay.GroupChecker).CheckGroups(ctx, topic); !errors.As(err, &ng) || ng.Topic != topic {
+		t.Fatalf("CheckGroups without a group: %v, want a *relay.NoGroupError", err)
+	}
+	a, b := openSub(t, base, "a"), openSub(t, base, "b")
+	relaytest.Provision(t, a.(relay.Provisioner), topic)
+	relaytest.Provision(t, b.(relay.Provisioner), topic)
+	if err := pub.(relay.GroupChecker).CheckGroups(ctx, topic); err != nil {
+		t.Fatalf("CheckGroups with two groups: %v", err)
+	}
+	gp := pub.(relay.GroupPublisher)
+	if err := gp.PublishToGroup(ctx, topic, "nope", relay.NewMessage([]byte("x"))); !errors.As(err, &ng) || ng.Group != "nope" {
+		t.Fatalf("PublishToGroup to a missing group: %v, want a *relay.NoGroupError", err)
+	}
+	m := relay.NewMessage([]byte("for b only"))
+	if err := gp.PublishToGroup(ctx, topic, "b", m); err != nil {
+		t.Fatal(err)
+	}
+	if got := relaytest.Next(t, subscribe(t, b, topic), "the message for b"); got.ID != m.ID {
+		t.Fatalf("group b got %s, want %s", got.ID, m.ID)
+	} else {
+		_ = got.Ack()
+	}
+	if n := count(t, db, "SELECT count(*) FROM relay_deliveries WHERE group_name = 'a'"); n != 0 {
+		t.Fatalf("group a has %d delivery rows, want none", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM relay_messages"); n != 1 {
+		t.Fatalf("%d message rows, want the one for b (the refused one stored nothing)", n)
+	}
+}
