@@ -13,20 +13,7 @@ import (
 )
 
 func capabilities(maxBytes int) relay.Capabilities {
-	return relay.Capabilities{
-		Backend:           "sqlite",
-		Durable:           true,
-		CrossProcess:      true,
-		Ordering:          relay.OrderPerTopic,
-		NativeDelay:       true,
-		DelayedDelivery:   relay.DelayNative,
-		AttemptFromBroker: true,
-		MaxMessageBytes:   maxBytes,
-		MaxBatch:          maxBatch,
-		PublishToGroup:    true,
-		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
-			"so a group receives only what is published after Provision or its first Subscribe created it",
-	}
+	return rowqueue.Capabilities("sqlite", maxBytes, maxBatch)
 }
 
 // NewPublisher returns a publisher on the database file cfg.Path, created

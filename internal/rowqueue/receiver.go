@@ -14,8 +14,31 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 )
+
+// Capabilities are those of a table queue of backend: durable and shared
+// by processes; ordered per topic with one subscription per group;
+// NackAfter and DeliverAt native (visible_at), without a maximum;
+// attempts counted by the database; publishing to one group; and nothing
+// kept for a group created later.
+func Capabilities(backend string, maxBytes, maxBatch int) relay.Capabilities {
+	return relay.Capabilities{
+		Backend:           backend,
+		Durable:           true,
+		CrossProcess:      true,
+		Ordering:          relay.OrderPerTopic,
+		NativeDelay:       true,
+		DelayedDelivery:   relay.DelayNative,
+		AttemptFromBroker: true,
+		MaxMessageBytes:   maxBytes,
+		MaxBatch:          maxBatch,
+		PublishToGroup:    true,
+		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
+			"so a group receives only what is published after Provision or its first Subscribe created it",
+	}
+}
 
 // Options are the shared layer's options for a table queue's subscriber
 // of group: leases extended every third of lease, and a fast handler's acks
