@@ -1,5 +1,7 @@
 // Package relay is one publish/subscribe interface for Go services over
-// RabbitMQ, Kafka, Amazon SQS/SNS, Redis Streams and an in-process backend.
+// RabbitMQ, Kafka, Amazon SQS/SNS, Redis Streams, PostgreSQL, NATS
+// JetStream, SQLite (a durable queue in a file, no server) and an
+// in-process backend.
 //
 // A service codes against [Publisher] and [Subscriber] and picks the broker
 // with a URL at start-up:
@@ -11,6 +13,11 @@
 // database/sql drivers, so a program blank-imports the adapters it offers:
 //
 //	import _ "github.com/go-relay/relay/adapters/memory"
+//
+// The schemes of this module: mem://, sqlite://, redis://, rediss://,
+// amqp://, amqps://, kafka://, sqs://, sns://, postgres://, postgresql://
+// and nats:// (the packages under adapters/; the relay binary imports
+// them all).
 //
 // Delivery is at-least-once: a message is removed from its group only after
 // [Message.Ack]. Every subscriber is opened for one group; subscribers of one

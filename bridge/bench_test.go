@@ -78,6 +78,7 @@ func benchBackends(b *testing.B) []benchBackend {
 		{"amqp", amqp, withGroup(amqp), newRawAMQP(b, amqp)},
 		kafkaBackend(b),
 		{"sqs", sqsu, func(string) string { return testenv.WithParams(sqsu, "wait", "1") }, &rawSQS{sqsSvc}},
+		sqliteBackend(b),
 	}
 }
 

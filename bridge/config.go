@@ -386,7 +386,7 @@ func scheme(raw string) string {
 // adapters, which all take inflight=.
 func builtinScheme(raw string) bool {
 	switch scheme(raw) {
-	case "mem", "redis", "rediss", "amqp", "amqps", "kafka", "sqs", "sns", "nats", "postgres", "postgresql":
+	case "mem", "redis", "rediss", "amqp", "amqps", "kafka", "sqs", "sns", "nats", "postgres", "postgresql", "sqlite":
 		return true
 	}
 	return false

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +99,34 @@ func runSlowChild() int {
 // knownUnbounded names a known defect: the bound is measured and shown in
 // the table but not enforced (see docs/reliability.md).
 func backlogScenario(t *testing.T, adapter, pubURL string, subURL func(group string, inflight int) string, knownUnbounded string) {
+	backlogWith(t, adapter, subURL, knownUnbounded, backlogHooks{
+		fill: func(l *ledger, topic string) {
+			pub := openPub(t, pubURL)
+			for i := 0; i < backlogTotal; i += 1000 {
+				publishAll(t, l, pub, topic, batchOf(1000, backlogSize, adapter), 500, nil)
+			}
+		},
+		drain: func(l *ledger, topic, group string) string {
+			// In this process, with a wide window, for speed.
+			stop := consumeInto(t, l, openSub(t, subURL(group, 1000)), topic)
+			l.waitAll(3 * time.Minute)
+			stop()
+			return ""
+		},
+	})
+}
+
+// backlogHooks are how a backlog scenario writes its backlog and
+// reconciles what the slow consumer left: by default through relay (see
+// backlogScenario). fill declares what it wrote in l; drain marks in l
+// what it finds and returns a note for the row ("" for none).
+type backlogHooks struct {
+	fill  func(l *ledger, topic string)
+	drain func(l *ledger, topic, group string) string
+}
+
+// backlogWith runs the backlog scenario with h (see backlogScenario).
+func backlogWith(t *testing.T, adapter string, subURL func(group string, inflight int) string, knownUnbounded string, h backlogHooks) {
 	start := time.Now()
 	topic := unique("faults-backlog")
 	group := unique("g")
@@ -107,11 +134,8 @@ func backlogScenario(t *testing.T, adapter, pubURL string, subURL func(group str
 	first := openSub(t, subURL(group, backlogInFlight))
 	provision(t, first, topic)
 	_ = first.Close()
-	pub := openPub(t, pubURL)
-	for i := 0; i < backlogTotal; i += 1000 {
-		publishAll(t, l, pub, topic, batchOf(1000, backlogSize, adapter), 500, nil)
-	}
-	t.Logf("%d messages of %d bytes published in %v", backlogTotal, backlogSize, time.Since(start).Round(time.Millisecond))
+	h.fill(l, topic)
+	t.Logf("%d messages of %d bytes written in %v", backlogTotal, backlogSize, time.Since(start).Round(time.Millisecond))
 
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"=slow", "RELAY_FAULTS_URL="+subURL(group, backlogInFlight), "RELAY_FAULTS_TOPIC="+topic)
@@ -144,26 +168,12 @@ func backlogScenario(t *testing.T, adapter, pubURL string, subURL func(group str
 			maxHeap, backlogBound(), backlogInFlight, backlogPerMessage, backlogAllowance, backlogTotal-backlogSlow)
 	}
 
-	// Drain the rest in this process (with a wide window, for speed) and
-	// reconcile.
 	drainStart := time.Now()
-	sub := openSub(t, subURL(group, 1000))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	consume(l, ch, &wg)
-	l.waitAll(3 * time.Minute)
+	note := h.drain(l, topic, group)
 	t.Logf("drained in %v", time.Since(drainStart).Round(time.Millisecond))
-	cancel()
-	_ = sub.Close()
-	wg.Wait()
 	record(t, l.result(t, "slow consumer, 100k backlog", adapter,
-		fmt.Sprintf("consumer heap in use ≤ %.1f MiB (bound %.1f MiB, inflight %d, %d B messages)%s",
-			float64(maxHeap)/(1<<20), float64(backlogBound())/(1<<20), backlogInFlight, backlogSize, verdict)), start)
+		fmt.Sprintf("consumer heap in use ≤ %.1f MiB (bound %.1f MiB, inflight %d, %d B messages)%s%s",
+			float64(maxHeap)/(1<<20), float64(backlogBound())/(1<<20), backlogInFlight, backlogSize, verdict, note)), start)
 }
 
 func TestBacklogRedis(t *testing.T) {

@@ -5,6 +5,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,6 +231,44 @@ func consume(l *ledger, ch <-chan *relay.Message, wg *sync.WaitGroup) {
 			_ = m.Ack()
 		}
 	}()
+}
+
+// consumeInto subscribes sub to topic and acks every delivery into l
+// (see consume); stop ends the subscription, closes sub and waits for the
+// consumer.
+func consumeInto(t testing.TB, l *ledger, sub relay.Subscriber, topic string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	consume(l, ch, &wg)
+	return func() {
+		cancel()
+		_ = sub.Close()
+		wg.Wait()
+	}
+}
+
+// startChild starts the test binary as a child process in mode (see
+// runChild) with env added, its stderr on this process's, and returns it
+// with its stdout.
+func startChild(t testing.TB, mode string, env ...string) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }
 
 func unique(prefix string) string { return prefix + "-" + relay.NewID()[24:] }

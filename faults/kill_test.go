@@ -47,6 +47,8 @@ func runChild(mode string) int {
 		return runMoverChild()
 	case "atmostonce":
 		return runAtMostOnceChild()
+	case "sqlite-writer":
+		return runSQLiteWriterChild()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		return 2

@@ -11,7 +11,8 @@
 #    RELAY_TEST_NATS_URL point the tests at other brokers instead: those are
 #    only checked, never started. The status page's browser test needs
 #    Chromium: installed the same way (Debian's chromium) when missing, or
-#    RELAY_TEST_CHROMIUM names the binary.
+#    RELAY_TEST_CHROMIUM names the binary. The sqlite:// interop tests use
+#    the sqlite3 shell: installed the same way (Debian's sqlite3).
 # 2. Runs `go vet ./...` and `go test -race ./...` with
 #    RELAY_REQUIRE_BROKERS=1, so a test that cannot reach its broker fails
 #    instead of skipping; then the same (and `go mod tidy -diff`) in the
@@ -223,6 +224,7 @@ ensure_rabbitmq
 ensure_postgres
 ensure_nats
 ensure_chromium
+install_if_missing sqlite3 "" sqlite3 # the sqlite:// interop tests run the shell
 for v in RELAY_TEST_KAFKA_BROKERS RELAY_TEST_SQS_ENDPOINT; do
 	if [[ -n ${!v:-} ]]; then
 		say "$v=${!v}"

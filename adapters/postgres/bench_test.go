@@ -104,24 +104,9 @@ func provisioned(b *testing.B, pool *pgxpool.Pool) (topic, group string) {
 }
 
 func relayPublishRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	pub := openPub(b)
 	topic, _ := provisioned(b, rawPool(b))
-	payload := make([]byte, 100)
-	batch := make([]*relay.Message, benchBatch)
-	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
-		for j := range batch[:k] {
-			batch[j] = relay.NewMessage(payload)
-		}
-		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = pub.Close()
-	return rate
+	return relaytest.PublishRate(b, pub, topic, n, benchBatch, make([]byte, 100))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -139,25 +124,7 @@ func relayConsumeRate(b *testing.B, n int) float64 {
 	topic, group := provisioned(b, pool)
 	rawPublish(b, pool, topic, n)
 	analyze(b, pool)
-	sub := openSub(b, group, "inflight", "256")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	start := time.Now()
-	ch, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range n {
-		if err := (<-ch).Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cancel()
-	for range ch { // closed once every ack is in the database
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = sub.Close()
-	return rate
+	return relaytest.ConsumeRate(b, openSub(b, group, "inflight", "256"), topic, n)
 }
 
 func rawConsumeRate(b *testing.B, n int) float64 {

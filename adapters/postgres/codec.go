@@ -1,58 +1,16 @@
 package postgres
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 )
 
-// validText reports why s cannot be stored in a PostgreSQL text column
-// (NUL bytes or invalid UTF-8 in a UTF8 database), or "".
-func validText(s string) string {
-	if strings.IndexByte(s, 0) >= 0 {
-		return "contains a NUL byte"
-	}
-	if !utf8.ValidString(s) {
-		return "is not valid UTF-8"
-	}
-	return ""
-}
-
-// checkText applies validText to m's ID, Key and metadata.
-func checkText(m *relay.Message) error {
-	bad := func(what, s, why string) error {
-		return &relay.LimitError{MessageID: m.ID, What: what,
-			Detail: fmt.Sprintf("%.40q %s; PostgreSQL text cannot store it (put binary data in the payload)", s, why)}
-	}
-	if why := validText(m.ID); why != "" {
-		return bad("message ID", m.ID, why)
-	}
-	if why := validText(m.Key); why != "" {
-		return bad("key", m.Key, why)
-	}
-	for k, v := range m.Metadata {
-		if why := validText(k); why != "" {
-			return bad("metadata key", k, why)
-		}
-		if why := validText(v); why != "" {
-			return bad("metadata value", v, why)
-		}
-	}
-	return nil
-}
-
-func checkTopic(topic string) error {
-	if why := validText(topic); why != "" {
-		return fmt.Errorf("%w: %.40q %s", relay.ErrInvalidTopic, topic, why)
-	}
-	return nil
-}
+// pgText names PostgreSQL's text columns in the errors of rowqueue.CheckText.
+const pgText = "PostgreSQL text"
 
 // row is a message as the insert statement takes it.
 type row struct {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // Defaults of the configuration fields.
@@ -119,7 +121,7 @@ func (c *SubscriberConfig) Validate() error {
 	if c.Group == "" {
 		errs = append(errs, errors.New("relay/postgres: Group is required: the name of this subscriber's group of competing consumers"))
 	}
-	if why := validText(c.Group); why != "" {
+	if why := rowqueue.ValidText(c.Group); why != "" {
 		errs = append(errs, fmt.Errorf("relay/postgres: Group %.40q %s", c.Group, why))
 	}
 	if c.Schema != "" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // historyPage is how many message rows one query of ReadHistory reads.
@@ -24,7 +25,7 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // that nobody consumes before the bridge starts (docs/migration.md), and
 // remove it afterwards.
 func (d *subDriver) ReadHistory(ctx context.Context, topic string, w relay.Window, fn func(relay.Stored) error) error {
-	if err := checkTopic(topic); err != nil {
+	if err := rowqueue.CheckTopic(topic); err != nil {
 		return err
 	}
 	if err := d.schema.ensure(ctx, d.pool, d.cfg.Schema); err != nil {

@@ -41,38 +41,10 @@ func TestExpiredLeaseTakenOver(t *testing.T) {
 	}
 }
 
-// TestLeaseExtended: a handler holds a message for several leases while a
-// competitor of the group polls every 50ms; the shared layer extends the
-// lease, so the message is delivered once.
+// TestLeaseExtended: see relaytest.LeaseExtended.
 func TestLeaseExtended(t *testing.T) {
-	ctx := context.Background()
-	topic, group := relaytest.Unique("extend"), relaytest.Unique("g")
 	const lease = 600 * time.Millisecond
-	slow := openSub(t, group, "lease", lease.String())
-	ch, err := slow.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := relay.NewMessage([]byte("slow work"))
-	if err := openPub(t).Publish(ctx, topic, m); err != nil {
-		t.Fatal(err)
-	}
-	held := next(t, ch)
-	competitor := openSub(t, group, "lease", lease.String(), "poll", "50ms")
-	cctx, cancel := context.WithCancel(ctx)
-	cch, err := competitor.Subscribe(cctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case stolen := <-cch:
-		t.Fatalf("the competitor got %q (attempt %d) while its lease was being extended", stolen.ID, stolen.Attempt())
-	case <-time.After(5 * lease):
-	}
-	if err := held.Ack(); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	for range cch {
-	}
+	group := relaytest.Unique("g")
+	relaytest.LeaseExtended(t, openPub(t), openSub(t, group, "lease", lease.String()),
+		openSub(t, group, "lease", lease.String(), "poll", "50ms"), relaytest.Unique("extend"), lease)
 }

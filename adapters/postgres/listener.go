@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/go-relay/relay/driver/backoff"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // listener holds one connection per subscriber that LISTENs on the
@@ -27,49 +28,23 @@ type listener struct {
 	done    chan struct{}
 	mu      sync.Mutex
 	err     error // the connection problem while not listening
-	waiters map[string]map[chan struct{}]struct{}
+	waiters rowqueue.Waiters
 }
 
 func startListener(cfg *pgx.ConnConfig, q *queries, ping time.Duration, log *slog.Logger) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &listener{cfg: cfg, dials: track(&cfg.Config), listen: q.listenOn, ping: ping, log: log, cancel: cancel, done: make(chan struct{}),
-		waiters: map[string]map[chan struct{}]struct{}{}}
+	l := &listener{cfg: cfg, dials: track(&cfg.Config), listen: q.listenOn, ping: ping, log: log, cancel: cancel, done: make(chan struct{})}
 	go l.run(ctx)
 	return l
 }
 
 // add registers c to be signalled for topic.
-func (l *listener) add(topic string, c chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.waiters[topic] == nil {
-		l.waiters[topic] = map[chan struct{}]struct{}{}
-	}
-	l.waiters[topic][c] = struct{}{}
-}
+func (l *listener) add(topic string, c chan struct{}) { l.waiters.Add(topic, c) }
 
-func (l *listener) remove(topic string, c chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.waiters[topic], c)
-	if len(l.waiters[topic]) == 0 {
-		delete(l.waiters, topic)
-	}
-}
+func (l *listener) remove(topic string, c chan struct{}) { l.waiters.Remove(topic, c) }
 
 // wake signals topic's subscriptions, or all of them for "".
-func (l *listener) wake(topic string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for t, cs := range l.waiters {
-		if topic != "" && t != topic {
-			continue
-		}
-		for c := range cs {
-			signal(c)
-		}
-	}
-}
+func (l *listener) wake(topic string) { l.waiters.Wake(topic) }
 
 func (l *listener) health() error {
 	l.mu.Lock()
@@ -163,11 +138,4 @@ func (l *listener) stop() {
 	l.cancel()
 	l.dials.cut()
 	<-l.done
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }

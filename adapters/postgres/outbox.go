@@ -5,13 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // Outbox writes messages inside the caller's transaction (the
@@ -49,33 +48,12 @@ func (o Outbox) prepare(topic string, msgs []*relay.Message) (*queries, error) {
 	if err := checkSchema(schema); err != nil {
 		return nil, err
 	}
-	if topic == "" {
-		return nil, fmt.Errorf("%w: empty", relay.ErrInvalidTopic)
-	}
-	if err := checkTopic(topic); err != nil {
-		return nil, err
-	}
 	maxBytes := o.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	caps := capabilities(maxBytes)
-	for i, m := range msgs {
-		if m == nil {
-			return nil, fmt.Errorf("relay/postgres: message %d of the batch is nil", i)
-		}
-		if m.ID == "" {
-			m.ID = relay.NewID()
-		}
-		if err := driver.CheckSize(m, caps); err != nil {
-			return nil, err
-		}
-		if err := driver.CheckDelay(m, caps, time.Now()); err != nil {
-			return nil, err
-		}
-		if err := checkText(m); err != nil {
-			return nil, err
-		}
+	if err := rowqueue.CheckOutbox(capabilities(maxBytes), pgText, topic, msgs); err != nil {
+		return nil, err
 	}
 	return newQueries(schema), nil
 }

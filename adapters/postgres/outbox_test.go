@@ -13,14 +13,9 @@ import (
 	"github.com/go-relay/relay/internal/relaytest"
 )
 
-// outboxCase runs a business write and the outbox publish of one message
-// in a transaction that commits or rolls back.
-type outboxCase func(t *testing.T, topic string, m *relay.Message, commit bool)
-
-// checkOutbox: a message published in a rolled-back transaction is never
-// delivered, one published in a committed transaction is, with its ID,
-// key, metadata and payload; the business row exists iff committed.
-func checkOutbox(t *testing.T, run outboxCase) {
+// checkOutbox runs relaytest.Outbox with write, on a fresh topic and
+// group and a business table "orders" in the test schema.
+func checkOutbox(t *testing.T, write func(t *testing.T, topic string, m *relay.Message, commit bool)) {
 	ctx := context.Background()
 	pool := rawPool(t)
 	topic, group := relaytest.Unique("outbox"), relaytest.Unique("g")
@@ -28,45 +23,23 @@ func checkOutbox(t *testing.T, run outboxCase) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+table("orders")+" (id text PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	rolledBack := &relay.Message{Key: "order-1", Payload: []byte("rolled back")}
-	run(t, topic, rolledBack, false)
-	if rolledBack.ID == "" {
-		t.Fatal("PublishTx did not assign an ID")
-	}
-	committed := &relay.Message{Key: "order-2", Metadata: relay.Metadata{"type": "order.placed"}, Payload: []byte{0, 1, 2, 0xff}}
-	run(t, topic, committed, true)
-
-	got := next(t, ch)
-	if got.ID != committed.ID || got.Key != "order-2" || got.Metadata["type"] != "order.placed" || string(got.Payload) != string(committed.Payload) {
-		t.Fatalf("got %q key %q md %v payload %x, want the committed message %q", got.ID, got.Key, got.Metadata, got.Payload, committed.ID)
-	}
-	if err := got.Ack(); err != nil {
-		t.Fatal(err)
-	}
-	// The rolled-back message left no row behind that could ever be claimed.
-	var n int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table("messages")+" WHERE relay_id = $1", rolledBack.ID).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		t.Fatalf("%d message rows of the rolled-back message", n)
-	}
-	for id, want := range map[string]int{rolledBack.Key: 0, committed.Key: 1} {
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table("orders")+" WHERE id = $1", topic+id).Scan(&n); err != nil {
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	rows := func(t *testing.T, query string, arg string) int {
+		var n int
+		if err := pool.QueryRow(ctx, query, arg).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n != want {
-			t.Fatalf("order %s: %d rows, want %d", id, n, want)
-		}
+		return n
 	}
+	relaytest.Outbox(t, sub, topic, relaytest.OutboxCase{
+		Write: write,
+		MessageRows: func(t *testing.T, id string) int {
+			return rows(t, "SELECT count(*) FROM "+table("messages")+" WHERE relay_id = $1", id)
+		},
+		BusinessRows: func(t *testing.T, key string) int {
+			return rows(t, "SELECT count(*) FROM "+table("orders")+" WHERE id = $1", topic+key)
+		},
+	})
 }
 
 func TestOutboxPgx(t *testing.T) {

@@ -13,24 +13,11 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 func capabilities(maxBytes int) relay.Capabilities {
-	return relay.Capabilities{
-		Backend:           "postgres",
-		Durable:           true,
-		CrossProcess:      true,
-		Ordering:          relay.OrderPerTopic,
-		NativeDelay:       true,
-		DelayedDelivery:   relay.DelayNative,
-		NativeDeadLetter:  false,
-		AttemptFromBroker: true,
-		MaxMessageBytes:   maxBytes,
-		MaxBatch:          maxBatch,
-		PublishToGroup:    true,
-		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
-			"so a group receives only what is published after Provision or its first Subscribe created it",
-	}
+	return rowqueue.Capabilities("postgres", maxBytes, maxBatch)
 }
 
 // NewPublisher returns a publisher that writes through pool. The pool
@@ -77,7 +64,7 @@ func (d *pubDriver) Health() error {
 func (d *pubDriver) Capabilities() relay.Capabilities { return d.caps }
 
 // ValidateTopic implements driver.TopicValidator.
-func (d *pubDriver) ValidateTopic(topic string) error { return checkTopic(topic) }
+func (d *pubDriver) ValidateTopic(topic string) error { return rowqueue.CheckTopic(topic) }
 
 // CheckGroups implements driver.GroupCheckDriver: publishing stores a
 // message only for the groups the topic has at that moment (rows of the
@@ -117,7 +104,9 @@ func (d *pubDriver) SendBatchToGroup(ctx context.Context, topic, group string, m
 
 // ValidateMessage implements driver.MessageValidator: text columns take
 // neither NUL bytes nor invalid UTF-8.
-func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return checkText(m) }
+func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
+	return rowqueue.CheckText(m, pgText)
+}
 
 // SendBatch makes one attempt: it inserts msgs in one transaction (one
 // pipelined round trip: one insert per message and a NOTIFY), so the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/rowqueue"
 	"github.com/go-relay/relay/internal/testenv"
 )
 
@@ -38,9 +39,10 @@ func TestSettleWakesWaitingReceive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := rcv.(*receiver)
+	r := rcv.(*rowqueue.Receiver)
+	q := sub.(*driver.Subscriber).Driver().(*subDriver).q
 	// Inserted without a NOTIFY, so that only Settle can wake Receive.
-	if _, err := pool.Exec(ctx, r.d.q.insert, toRow(relay.NewMessage([]byte("x"))).args("t")...); err != nil {
+	if _, err := pool.Exec(ctx, q.insert, toRow(relay.NewMessage([]byte("x"))).args("t")...); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.Receive(ctx, 10)
@@ -54,11 +56,7 @@ func TestSettleWakesWaitingReceive(t *testing.T) {
 		_, err := r.Receive(rctx, 10)
 		done <- err
 	}()
-	waitUntil(t, "waiting Receive", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.waiting
-	})
+	waitUntil(t, "waiting Receive", r.Waiting)
 	if err := r.Settle(ctx, []driver.Settle{{Handle: got[0].Handle, Ack: true}}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // NewSubscriber returns a subscriber for cfg.Group that works through
@@ -31,17 +32,7 @@ func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig
 		return nil, err
 	}
 	d.l = startListener(pool.Config().ConnConfig.Copy(), d.q, cfg.PingInterval, cfg.Logger)
-	return driver.NewSubscriber(d, driver.Options{
-		InFlight:      cfg.InFlight,
-		InFlightBytes: cfg.InFlightBytes,
-		ExtendEvery:   cfg.Lease / 3,
-		// Acks go with the next claim (see receiver.Settle), and a claim
-		// costs more than acks do: a fast handler's acks free the whole
-		// window at once, so that each claim takes a window, not half.
-		SettleBatch: cfg.InFlight,
-		Logger:      cfg.Logger,
-		Group:       cfg.Group,
-	}), nil
+	return driver.NewSubscriber(d, rowqueue.Options(cfg.Group, cfg.InFlight, cfg.InFlightBytes, cfg.Lease, cfg.Logger)), nil
 }
 
 type subDriver struct {
@@ -72,7 +63,7 @@ func (d *subDriver) Health() error {
 // needed and the group's row for topic, so that every message published
 // to topic from now on gets a delivery row for the group. Idempotent.
 func (d *subDriver) Provision(ctx context.Context, topic string) error {
-	if err := checkTopic(topic); err != nil {
+	if err := rowqueue.CheckTopic(topic); err != nil {
 		return err
 	}
 	if err := d.schema.ensure(ctx, d.pool, d.cfg.Schema); err != nil {
@@ -114,7 +105,7 @@ func (d *subDriver) Close() error {
 // Idempotent. A message published to topic afterwards is not stored (a
 // topic without groups keeps nothing).
 func (d *subDriver) RemoveTopic(ctx context.Context, topic string) error {
-	if err := checkTopic(topic); err != nil {
+	if err := rowqueue.CheckTopic(topic); err != nil {
 		return err
 	}
 	if err := d.schema.ensure(ctx, d.pool, d.cfg.Schema); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver/urlopt"
+	"github.com/go-relay/relay/internal/rowqueue"
 )
 
 // Schemes of this backend.
@@ -62,27 +63,9 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if c.pub.MaxBytes > maxBytesLimit {
 		p.Fail("max_bytes", "%d exceeds the adapter's limit of %d (512 MiB)", c.pub.MaxBytes, maxBytesLimit)
 	}
-	c.sub = SubscriberConfig{
-		Group:         p.String("group", ""),
-		Schema:        schema,
-		InFlight:      p.Int("inflight", DefaultInFlight, 1),
-		InFlightBytes: p.Bytes("inflight_bytes", 0),
-		Lease:         p.Duration("lease", DefaultLease),
-		Poll:          p.Duration("poll", DefaultPoll),
-		PingInterval:  p.Duration("ping_interval", DefaultPingInterval),
-	}
-	if subscriber && c.sub.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
-	}
-	if why := validText(c.sub.Group); why != "" {
-		p.Fail("group", "%s", why)
-	}
-	if c.sub.Lease < minLease {
-		p.Fail("lease", "must be at least %v", minLease)
-	}
-	if c.sub.Poll <= 0 {
-		p.Fail("poll", "must be positive")
-	}
+	rp := rowqueue.ReadParams(p, subscriber, rowqueue.Params{InFlight: DefaultInFlight, Lease: DefaultLease, Poll: DefaultPoll}, minLease)
+	c.sub = SubscriberConfig{Group: rp.Group, Schema: schema, InFlight: rp.InFlight, InFlightBytes: rp.InFlightBytes,
+		Lease: rp.Lease, Poll: rp.Poll, PingInterval: p.Duration("ping_interval", DefaultPingInterval)}
 	if c.sub.PingInterval < minPingInterval {
 		p.Fail("ping_interval", "must be at least %v", minPingInterval)
 	}

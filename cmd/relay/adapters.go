@@ -8,5 +8,6 @@ import (
 	_ "github.com/go-relay/relay/adapters/nats"        // nats://
 	_ "github.com/go-relay/relay/adapters/postgres"    // postgres://, postgresql://
 	_ "github.com/go-relay/relay/adapters/redisstream" // redis://, rediss://
+	_ "github.com/go-relay/relay/adapters/sqlite"      // sqlite://
 	_ "github.com/go-relay/relay/adapters/sqs"         // sqs://, sns://
 )

@@ -27,9 +27,12 @@
 //	go run ./examples/checkout -broker amqp://guest:guest@127.0.0.1:5672/
 //	go run ./examples/checkout -broker nats://127.0.0.1:4222
 //	BROKER=redis://127.0.0.1:6379/0 go run ./examples/checkout
+//	go run ./examples/checkout -broker sqlite://./checkout.db  # a file, no server
 //
 // -broker wins over $BROKER; the default is mem://checkout. The same code
-// runs on any backend: only the URL changes.
+// runs on any backend: only the URL changes. On a durable one a run can be
+// split in two processes (-run r1 -stage publish, kill it, then -run r1
+// -stage consume): what was published before the kill is all delivered.
 package main
 
 import (
@@ -53,6 +56,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/memory"      // registers mem://
 	_ "github.com/go-relay/relay/adapters/nats"        // registers nats://
 	_ "github.com/go-relay/relay/adapters/redisstream" // registers redis://, rediss://
+	_ "github.com/go-relay/relay/adapters/sqlite"      // registers sqlite://
 )
 
 // Order is the event the order service publishes.
@@ -94,11 +98,14 @@ const (
 func main() {
 	broker := brokerFlag(flag.CommandLine)
 	timeout := flag.Duration("timeout", 30*time.Second, "give up if not everything arrived by then")
+	var o Options
+	flag.StringVar(&o.Run, "run", "", "name of the run (its topics and message IDs); default a fresh one")
+	flag.StringVar(&o.Stage, "stage", "all", "all; publish: provision the groups, publish, then wait to be stopped before anyone consumes; consume: consume what -stage publish of the same -run published")
 	flag.Parse()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if _, err := run(ctx, os.Stdout, *broker); err != nil {
+	if _, err := run(ctx, os.Stdout, *broker, o); err != nil {
 		fmt.Fprintln(os.Stderr, "checkout:", err)
 		os.Exit(1)
 	}
@@ -127,10 +134,25 @@ type Report struct {
 }
 
 // run plays the story on broker and returns once every message was acked,
-// or with an error when ctx ends first.
-func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
-	id := relay.NewID()
-	runID := id[len(id)-8:] // fresh topics per run, so a durable broker's old messages don't count
+// or with an error when ctx ends first. With o.Stage "publish" it
+// provisions every group, publishes and waits for ctx to end without
+// consuming; with "consume" it consumes what that stage published.
+func run(ctx context.Context, out io.Writer, broker string, o Options) (*Report, error) {
+	runID := o.Run
+	if runID == "" {
+		id := relay.NewID()
+		runID = id[len(id)-8:] // fresh topics per run, so a durable broker's old messages don't count
+	}
+	switch o.Stage {
+	case "", "all", "publish", "consume":
+	default:
+		return nil, fmt.Errorf("-stage %q: want all, publish or consume", o.Stage)
+	}
+	// Message IDs are derived from the run, so that a consume stage
+	// expects the messages its publish stage sent.
+	newMessage := func(label string, body []byte) *relay.Message {
+		return &relay.Message{ID: runID + "-" + label, Payload: body}
+	}
 	orderTopic := "order-placed-" + runID
 	jobTopic := "image-resize-" + runID
 	chargeTopic := "charge-card-" + runID
@@ -179,6 +201,37 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 			return nil, err
 		}
 		return sub.Subscribe(ctx, topic)
+	}
+
+	// The order service's orders, its charge commands and the catalog's
+	// resize jobs, and who should get each.
+	// A broker that stores a message published twice with one ID only once
+	// (NATS JetStream, within its duplicate window) drops the repeated
+	// charge command itself; Dedup is there for repeats past that window
+	// and for redeliveries.
+	brokerDedups := false
+	if cr, ok := pub.(relay.CapabilityReporter); ok {
+		brokerDedups = cr.Capabilities().DeduplicatesByID
+	}
+	st := compose(t, brokerDedups, newMessage)
+	topics := []string{orderTopic, jobTopic, chargeTopic, poisonTopic}
+	publish := func() error { return st.publish(ctx, t, pub, orderTopic, chargeTopic, jobTopic, brokerDedups) }
+
+	if o.Stage == "publish" {
+		// Every group is created and nobody consumes: what is published
+		// is kept for the consume stage, whatever happens to this process.
+		for _, gt := range [][2]string{{services[0].group, orderTopic}, {services[1].group, orderTopic}, {services[2].group, orderTopic},
+			{"payments", chargeTopic}, {"ops", poisonTopic}, {"resizers", jobTopic}} {
+			if _, err := open(gt[0], gt[1]); err != nil {
+				return nil, err
+			}
+		}
+		if err := publish(); err != nil {
+			return nil, err
+		}
+		t.printf("published run %s; this stage consumes nothing: waiting to be stopped\n", runID)
+		<-ctx.Done()
+		return &Report{Topics: topics}, nil
 	}
 
 	// The order consumers and payments run in one router. Middleware order:
@@ -284,65 +337,11 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 	}
 
 	// The order service places its orders, and the catalog queues photos to
-	// resize. Each Publish sends its batch in one go and returns once the
-	// broker has accepted every message.
-	// A broker that stores a message published twice with one ID only once
-	// (NATS JetStream, within its duplicate window) drops the repeated
-	// charge command itself; Dedup is there for repeats past that window
-	// and for redeliveries.
-	brokerDedups := false
-	if cr, ok := pub.(relay.CapabilityReporter); ok {
-		brokerDedups = cr.Capabilities().DeduplicatesByID
-	}
-	var placed, queued, charges []*relay.Message
-	for _, o := range orders {
-		body, _ := json.Marshal(o)
-		m := relay.NewMessage(body)
-		m.Key = o.ID // ordering key: one order's events stay in order
-		m.Metadata = relay.Metadata{"event": "order.placed"}
-		placed = append(placed, m)
-		for _, s := range services {
-			t.expect(s.group, m.ID)
+	// resize (unless an earlier -stage publish did).
+	if o.Stage != "consume" {
+		if err := publish(); err != nil {
+			return nil, err
 		}
-		c := relay.NewMessage([]byte(o.Total + " for " + o.ID))
-		c.Key = o.ID
-		charges = append(charges, c)
-		t.expect("payments", c.ID)
-		if o.ID == flakyEmail {
-			// The order service's publish of this command timed out and it
-			// published again: the same message (same ID) twice.
-			charges = append(charges, c)
-			if !brokerDedups {
-				t.expect("duplicates", c.ID)
-			}
-		}
-	}
-	bad := relay.NewMessage([]byte(malformed))
-	bad.Key = "A-1004"
-	bad.Metadata = relay.Metadata{"event": "order.placed"}
-	placed = append(placed, bad)
-	for _, s := range services {
-		t.expect("poison", bad.ID+"/"+s.group)
-	}
-	for i := 1; i <= resizeJobs; i++ {
-		m := relay.NewMessage(fmt.Appendf(nil, "photo-%02d.jpg", i))
-		queued = append(queued, m)
-		t.expect("resizers", m.ID)
-	}
-	t.printf("order service: placing %d orders on %s (one of them malformed)\n", len(placed), orderTopic)
-	if err := pub.Publish(ctx, orderTopic, placed...); err != nil {
-		return nil, fmt.Errorf("publish orders: %w", err)
-	}
-	t.printf("order service: sending %d charge commands on %s (one twice)\n", len(charges), chargeTopic)
-	if brokerDedups {
-		t.printf("               (this broker stores a message published twice with one ID once: payments gets it once)\n")
-	}
-	if err := pub.Publish(ctx, chargeTopic, charges...); err != nil {
-		return nil, fmt.Errorf("publish charges: %w", err)
-	}
-	t.printf("catalog:       queueing %d resize jobs on %s\n", len(queued), jobTopic)
-	if err := pub.Publish(ctx, jobTopic, queued...); err != nil {
-		return nil, fmt.Errorf("publish jobs: %w", err)
 	}
 
 	select {
@@ -353,7 +352,7 @@ func run(ctx context.Context, out io.Writer, broker string) (*Report, error) {
 	}
 	shutdown()
 	rep, err := t.report()
-	rep.Topics = []string{orderTopic, jobTopic, chargeTopic, poisonTopic}
+	rep.Topics = topics
 	return rep, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,14 @@ import (
 	"github.com/go-relay/relay/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if args := os.Getenv(argsEnv); args != "" {
+		os.Args = append(os.Args[:1], strings.Split(args, "\n")...)
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestCheckoutOnMemory(t *testing.T) {
 	checkRun(t, "mem://checkout-test-"+relay.NewID(), false, nil)
@@ -62,7 +70,7 @@ func checkRun(t *testing.T, broker string, brokerDedups bool, cleanup func(*Repo
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	rep, err := run(ctx, &out, broker)
+	rep, err := run(ctx, &out, broker, Options{})
 	if rep != nil && cleanup != nil {
 		t.Cleanup(func() { cleanup(rep) })
 	}
@@ -131,7 +139,7 @@ func checkRun(t *testing.T, broker string, brokerDedups bool, cleanup func(*Repo
 
 func TestCheckoutUnknownScheme(t *testing.T) {
 	var out bytes.Buffer
-	_, err := run(context.Background(), &out, "nope://checkout")
+	_, err := run(context.Background(), &out, "nope://checkout", Options{})
 	if !errors.Is(err, relay.ErrUnknownScheme) {
 		t.Fatalf("run on nope:// = %v, want ErrUnknownScheme", err)
 	}
@@ -141,7 +149,7 @@ func TestCheckoutBadSubscriberURL(t *testing.T) {
 	// group= is added by the program; a second one in the broker URL is an
 	// error from the adapter, and the program returns it without hanging.
 	var out bytes.Buffer
-	_, err := run(context.Background(), &out, "mem://checkout-bad?group=x")
+	_, err := run(context.Background(), &out, "mem://checkout-bad?group=x", Options{})
 	if !errors.Is(err, relay.ErrBadURL) {
 		t.Fatalf("run with group in broker URL = %v, want ErrBadURL", err)
 	}

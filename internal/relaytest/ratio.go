@@ -1,8 +1,12 @@
 package relaytest
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/go-relay/relay"
 )
 
 // Round is what one side of a ratio benchmark measured in one round.
@@ -74,4 +78,47 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// PublishRate publishes n messages of payload to topic with pub, in
+// Publish calls of batch messages from one goroutine, and returns the
+// rate in msg/s: relay's side of an adapter's publish ratio.
+func PublishRate(b *testing.B, pub relay.Publisher, topic string, n, batch int, payload []byte) float64 {
+	b.Helper()
+	msgs := make([]*relay.Message, batch)
+	start := time.Now()
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		for j := range msgs[:k] {
+			msgs[j] = relay.NewMessage(payload)
+		}
+		if err := pub.Publish(context.Background(), topic, msgs[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// ConsumeRate subscribes sub to topic, receives and acks n messages, ends
+// the subscription and waits for its channel to close (every ack is at
+// the broker then), and returns the rate in msg/s from Subscribe on:
+// relay's side of an adapter's consume ratio.
+func ConsumeRate(b *testing.B, sub relay.Subscriber, topic string, n int) float64 {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range n {
+		if err := (<-ch).Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cancel()
+	for range ch {
+	}
+	return float64(n) / time.Since(start).Seconds()
 }

@@ -1,0 +1,169 @@
+package rowqueue
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeTable records what the receiver sends and serves rows from a list.
+type fakeTable struct {
+	mu       sync.Mutex
+	rows     []int64 // claimable
+	acked    []int64
+	claims   int
+	failNext error
+	released []int64
+	closed   []int64
+}
+
+func (f *fakeTable) Claim(_ context.Context, max int, acks []int64) ([]driver.Received, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims++
+	if err := f.failNext; err != nil {
+		f.failNext = nil
+		return nil, err
+	}
+	f.acked = append(f.acked, acks...)
+	n := min(max, len(f.rows))
+	var out []driver.Received
+	for _, id := range f.rows[:n] {
+		out = append(out, driver.Received{Msg: &relay.Message{ID: "m"}, Handle: id, Attempt: 1})
+	}
+	f.rows = f.rows[n:]
+	return out, nil
+}
+
+func (f *fakeTable) NextDue(context.Context) (time.Duration, bool, error) { return 0, false, nil }
+
+func (f *fakeTable) Settle(_ context.Context, acks []int64, nacks []Nack) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acked = append(f.acked, acks...)
+	for _, n := range nacks {
+		if n.Delay <= 0 {
+			f.rows = append(f.rows, n.ID)
+		}
+	}
+	return nil
+}
+
+func (f *fakeTable) Extend(context.Context, []int64) error { return nil }
+
+func (f *fakeTable) Release(_ context.Context, acks, ids []int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acked = append(f.acked, acks...)
+	f.released = append(f.released, ids...)
+	return nil
+}
+
+func (f *fakeTable) Close(_ context.Context, acks []int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = append(f.closed, acks...)
+	return nil
+}
+
+func (f *fakeTable) ackedIDs() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.acked)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Acks that Settle keeps for the next claim reach the table while Receive
+// waits for messages (polling practically off), because Settle wakes it;
+// a nack due at once is claimed again by the same wait.
+func TestSettleWakesWaitingReceive(t *testing.T) {
+	f := &fakeTable{rows: []int64{1, 2}}
+	r := NewReceiver(f, make(chan struct{}, 1), time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got, err := r.Receive(ctx, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Receive: %d messages, %v; want 2", len(got), err)
+	}
+	done := make(chan []driver.Received, 1)
+	go func() {
+		out, _ := r.Receive(ctx, 10)
+		done <- out
+	}()
+	waitFor(t, "waiting Receive", r.Waiting)
+	if err := r.Settle(ctx, []driver.Settle{{Handle: int64(1), Ack: true}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ack at the table", func() bool { return slices.Equal(f.ackedIDs(), []int64{1}) })
+	waitFor(t, "waiting Receive after the ack", r.Waiting)
+	if err := r.Settle(ctx, []driver.Settle{{Handle: int64(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-done:
+		if len(out) != 1 || out[0].Handle != int64(2) {
+			t.Fatalf("Receive after the nack returned %v, want row 2", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the nack did not wake Receive")
+	}
+}
+
+// A claim that fails keeps its acks for the next one; Release and Close
+// send what is left.
+func TestAcksSurviveFailedClaim(t *testing.T) {
+	f := &fakeTable{rows: []int64{1, 2, 3}}
+	r := NewReceiver(f, make(chan struct{}, 1), time.Hour)
+	ctx := context.Background()
+	if _, err := r.Receive(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Settle(ctx, []driver.Settle{{Handle: int64(1), Ack: true}}); err != nil {
+		t.Fatal(err)
+	}
+	f.rows = []int64{4}
+	f.failNext = errors.New("database locked")
+	if _, err := r.Receive(ctx, 1); err == nil {
+		t.Fatal("Receive hid the claim's error")
+	}
+	if len(f.ackedIDs()) != 0 {
+		t.Fatalf("acks %v sent by a failed claim", f.ackedIDs())
+	}
+	if out, err := r.Receive(ctx, 1); err != nil || len(out) != 1 {
+		t.Fatalf("Receive: %v, %v", out, err)
+	}
+	if !slices.Equal(f.ackedIDs(), []int64{1}) {
+		t.Fatalf("acked %v after the retried claim, want [1]", f.ackedIDs())
+	}
+	_ = r.Settle(ctx, []driver.Settle{{Handle: int64(2), Ack: true}})
+	if err := r.Release(ctx, []any{int64(3)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Settle(ctx, []driver.Settle{{Handle: int64(4), Ack: true}})
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.ackedIDs(), []int64{1, 2}) || !slices.Equal(f.released, []int64{3}) || !slices.Equal(f.closed, []int64{4}) {
+		t.Fatalf("acked %v released %v closed %v; want [1 2] [3] [4]", f.ackedIDs(), f.released, f.closed)
+	}
+}
