@@ -33,7 +33,19 @@ var (
 	ErrDelayUnsupported = fmt.Errorf("%w: delayed delivery (Message.DeliverAt)", ErrNotSupported)
 	// ErrInvalidTopic is returned for an empty or malformed topic name.
 	ErrInvalidTopic = errors.New("relay: invalid topic name")
+	// ErrNilMessage is matched by the error Publish and PublishAsync
+	// return for a batch that holds a nil *Message; the error names the
+	// message's index, and nothing of the batch is sent.
+	ErrNilMessage = errors.New("relay: nil message")
 )
+
+// NilMessageError returns the error for a nil *Message at index i of a
+// batch given to Publish: it matches ErrNilMessage and names i. Publishers,
+// and wrappers of publishers, return it before sending anything of the
+// batch.
+func NilMessageError(i int) error {
+	return fmt.Errorf("%w at index %d of the batch; nothing of the batch was sent", ErrNilMessage, i)
+}
 
 // URLError reports a URL that cannot be opened. URL is redacted (no password).
 type URLError struct {

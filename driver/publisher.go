@@ -229,11 +229,11 @@ func (p *Publisher) validate(topic string, msgs []*relay.Message) error {
 	mv, _ := p.d.(MessageValidator)
 	var now time.Time // read once, and only when a message asks for a delay
 	for i, m := range msgs {
+		if m == nil {
+			return relay.NilMessageError(i)
+		}
 		if now.IsZero() && !m.DeliverAt.IsZero() {
 			now = time.Now()
-		}
-		if m == nil {
-			return fmt.Errorf("relay: message %d of the batch is nil", i)
 		}
 		if m.ID == "" {
 			m.ID = relay.NewID()

@@ -62,7 +62,7 @@ func (o Outbox) prepare(topic string, msgs []*relay.Message) (*queries, error) {
 	caps := capabilities(maxBytes)
 	for i, m := range msgs {
 		if m == nil {
-			return nil, fmt.Errorf("relay/postgres: message %d of the batch is nil", i)
+			return nil, relay.NilMessageError(i)
 		}
 		if m.ID == "" {
 			m.ID = relay.NewID()
