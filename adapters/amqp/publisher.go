@@ -71,15 +71,16 @@ func NewPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 
 func capabilities(cfg *Config) relay.Capabilities {
 	c := relay.Capabilities{
-		Backend:             "amqp",
-		Durable:             true,
-		CrossProcess:        true,
-		Ordering:            relay.OrderPerTopic,
-		NativeDelay:         cfg.NativeDelay && cfg.RequeueOnNack,
-		NativeDeadLetter:    true,
-		AttemptFromBroker:   cfg.QueueType == QueueQuorum,
-		MaxMessageBytes:     cfg.MaxBytes,
-		RetainedBeforeGroup: "not kept: with mandatory (default) Publish fails with ErrUnroutable while no group queue is bound; Provision declares a group ahead",
+		Backend:              "amqp",
+		Durable:              true,
+		CrossProcess:         true,
+		Ordering:             relay.OrderPerTopic,
+		NativeDelay:          cfg.NativeDelay && cfg.RequeueOnNack,
+		NativeDeadLetter:     true,
+		AttemptFromBroker:    cfg.QueueType == QueueQuorum,
+		MaxMessageBytes:      cfg.MaxBytes,
+		MaxMessageBytesSetBy: "max_bytes= (at most 128 MiB, RabbitMQ's default max_message_size)",
+		RetainedBeforeGroup:  "not kept: with mandatory (default) Publish fails with ErrUnroutable while no group queue is bound; Provision declares a group ahead",
 	}
 	if c.NativeDelay {
 		c.MaxDelay = MaxDelay

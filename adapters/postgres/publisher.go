@@ -17,16 +17,17 @@ import (
 
 func capabilities(maxBytes int) relay.Capabilities {
 	return relay.Capabilities{
-		Backend:           "postgres",
-		Durable:           true,
-		CrossProcess:      true,
-		Ordering:          relay.OrderPerTopic,
-		NativeDelay:       true,
-		DelayedDelivery:   relay.DelayNative,
-		NativeDeadLetter:  false,
-		AttemptFromBroker: true,
-		MaxMessageBytes:   maxBytes,
-		MaxBatch:          maxBatch,
+		Backend:              "postgres",
+		Durable:              true,
+		CrossProcess:         true,
+		Ordering:             relay.OrderPerTopic,
+		NativeDelay:          true,
+		DelayedDelivery:      relay.DelayNative,
+		NativeDeadLetter:     false,
+		AttemptFromBroker:    true,
+		MaxMessageBytes:      maxBytes,
+		MaxMessageBytesSetBy: "max_bytes= (at most 512 MiB)",
+		MaxBatch:             maxBatch,
 		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
 			"so a group receives only what is published after Provision or its first Subscribe created it",
 	}
