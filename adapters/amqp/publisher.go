@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -264,6 +265,11 @@ func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		return nil
 	}
+	// A due queue expires messages only at its head, in the order they
+	// entered it: sent in due order, a call's messages of one bucket fall
+	// due in due order (messages of separate calls still queue in the
+	// order they were published; see TestDueOrderWithinBucket).
+	slices.SortStableFunc(delayed, func(a, b *relay.Message) int { return a.DeliverAt.Compare(b.DeliverAt) })
 	plan.ex, plan.ensure = dueExchange(ex), ensure
 	plan.enc = func(m *relay.Message) amqp091.Publishing { return encodeDue(m, buckets[m]) }
 	failed = append(failed, d.sendTo(ctx, plan, delayed)...)
