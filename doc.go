@@ -1,5 +1,6 @@
 // Package relay is one publish/subscribe interface for Go services over
-// RabbitMQ, Kafka, Amazon SQS/SNS, Redis Streams and an in-process backend.
+// RabbitMQ, Kafka, Amazon SQS/SNS, Redis Streams, PostgreSQL, NATS
+// JetStream and an in-process backend.
 //
 // A service codes against [Publisher] and [Subscriber] and picks the broker
 // with a URL at start-up:
@@ -11,6 +12,18 @@
 // database/sql drivers, so a program blank-imports the adapters it offers:
 //
 //	import _ "github.com/go-relay/relay/adapters/memory"
+//
+// The adapters of this module and the schemes they register:
+//
+//	adapters/memory       mem://
+//	adapters/amqp         amqp://, amqps://
+//	adapters/kafka        kafka://
+//	adapters/redisstream  redis://, rediss://
+//	adapters/sqs          sqs://, sns://
+//	adapters/postgres     postgres://, postgresql://
+//	adapters/nats         nats://
+//
+// [Schemes] lists those a program registered.
 //
 // Delivery is at-least-once: a message is removed from its group only after
 // [Message.Ack]. Every subscriber is opened for one group; subscribers of one

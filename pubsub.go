@@ -136,7 +136,7 @@ const (
 // bridge and the conformance suite can emulate what is missing or refuse
 // loudly. Zero values mean "no" or "no limit" as documented per field.
 type Capabilities struct {
-	Backend string // "memory", "redis", "amqp", "kafka", "sqs", "sns"
+	Backend string // "memory", "redis", "amqp", "kafka", "sqs", "sns", "postgres", "nats"
 	// Durable: messages survive the publishing and consuming processes.
 	Durable bool
 	// CrossProcess: other processes can publish to and consume from it.
