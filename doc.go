@@ -14,10 +14,18 @@
 //
 //	import _ "github.com/go-relay/relay/adapters/memory"
 //
-// The schemes of this module: mem://, sqlite://, redis://, rediss://,
-// amqp://, amqps://, kafka://, sqs://, sns://, postgres://, postgresql://
-// and nats:// (the packages under adapters/; the relay binary imports
-// them all).
+// The adapters of this module and the schemes they register:
+//
+//	adapters/memory       mem://
+//	adapters/amqp         amqp://, amqps://
+//	adapters/kafka        kafka://
+//	adapters/redisstream  redis://, rediss://
+//	adapters/sqs          sqs://, sns://
+//	adapters/postgres     postgres://, postgresql://
+//	adapters/nats         nats://
+//	adapters/sqlite       sqlite://
+//
+// [Schemes] lists those a program registered.
 //
 // Delivery is at-least-once: a message is removed from its group only after
 // [Message.Ack]. Every subscriber is opened for one group; subscribers of one

@@ -46,7 +46,19 @@ var (
 	// fence that client in turn: two running instances share an identity
 	// that must be unique.
 	ErrTakenOver = fmt.Errorf("%w: taken over by another client with the same identity", ErrFenced)
+	// ErrNilMessage is matched by the error Publish and PublishAsync
+	// return for a batch that holds a nil *Message; the error names the
+	// message's index, and nothing of the batch is sent.
+	ErrNilMessage = errors.New("relay: nil message")
 )
+
+// NilMessageError returns the error for a nil *Message at index i of a
+// batch given to Publish: it matches ErrNilMessage and names i. Publishers,
+// and wrappers of publishers, return it before sending anything of the
+// batch.
+func NilMessageError(i int) error {
+	return fmt.Errorf("%w at index %d of the batch; nothing of the batch was sent", ErrNilMessage, i)
+}
 
 // URLError reports a URL that cannot be opened. URL is redacted (no password).
 type URLError struct {
@@ -76,23 +88,32 @@ type LimitError struct {
 	// Payload is the payload's byte count within Actual, for What
 	// "message size" (Actual is then the whole encoded message).
 	Payload int
+	// SetBy names what sets Limit, when known: a URL parameter
+	// ("max_bytes=", with its ceiling) or a broker setting ("the NATS
+	// server's max_payload"); see Capabilities.MaxMessageBytesSetBy.
+	SetBy string
 }
 
-// Error says what was measured. For the size limits, in bytes:
+// Error says what was measured and, when SetBy is known, what sets the
+// limit. For the size limits, in bytes:
 //
-//	relay: message ID: payload is 20 bytes; limit 10
-//	relay: message ID: message is 56 bytes encoded: payload 20, plus ID, key and metadata; limit 10
+//	relay: message ID: payload is 20 bytes; limit 10, set by max_bytes=
+//	relay: message ID: message is 56 bytes encoded: payload 20, plus ID, key and metadata; limit 10, set by max_bytes=
 func (e *LimitError) Error() string {
+	setBy := ""
+	if e.SetBy != "" {
+		setBy = ", set by " + e.SetBy
+	}
 	switch {
 	case e.Detail != "":
 		return fmt.Sprintf("relay: message %s: %s: %s", e.MessageID, e.What, e.Detail)
 	case e.What == "payload":
-		return fmt.Sprintf("relay: message %s: payload is %d bytes; limit %d", e.MessageID, e.Actual, e.Limit)
+		return fmt.Sprintf("relay: message %s: payload is %d bytes; limit %d%s", e.MessageID, e.Actual, e.Limit, setBy)
 	case e.What == "message size":
-		return fmt.Sprintf("relay: message %s: message is %d bytes encoded: payload %d, plus ID, key and metadata; limit %d",
-			e.MessageID, e.Actual, e.Payload, e.Limit)
+		return fmt.Sprintf("relay: message %s: message is %d bytes encoded: payload %d, plus ID, key and metadata; limit %d%s",
+			e.MessageID, e.Actual, e.Payload, e.Limit, setBy)
 	}
-	return fmt.Sprintf("relay: message %s: %s is %d; limit %d", e.MessageID, e.What, e.Actual, e.Limit)
+	return fmt.Sprintf("relay: message %s: %s is %d; limit %d%s", e.MessageID, e.What, e.Actual, e.Limit, setBy)
 }
 
 // Is matches ErrLimit always and ErrMessageTooLarge for size limits.

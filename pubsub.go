@@ -136,7 +136,7 @@ const (
 // bridge and the conformance suite can emulate what is missing or refuse
 // loudly. Zero values mean "no" or "no limit" as documented per field.
 type Capabilities struct {
-	Backend string // "memory", "redis", "amqp", "kafka", "sqs", "sns"
+	Backend string // "memory", "redis", "amqp", "kafka", "sqs", "sns", "postgres", "nats"
 	// Durable: messages survive the publishing and consuming processes.
 	Durable bool
 	// CrossProcess: other processes can publish to and consume from it.
@@ -164,6 +164,11 @@ type Capabilities struct {
 	Replay bool
 	// MaxMessageBytes bounds payload plus encoded metadata (0 = none).
 	MaxMessageBytes int
+	// MaxMessageBytesSetBy names what sets MaxMessageBytes, for the
+	// errors that refuse a message over it: a URL parameter ("max_bytes=",
+	// with its ceiling where the broker has one) or a broker setting ("the
+	// NATS server's max_payload").
+	MaxMessageBytesSetBy string
 	// MaxMetadataKeys bounds len(Metadata) (0 = none; adapters pack
 	// overflow where they can, so most declare 0).
 	MaxMetadataKeys int

@@ -70,7 +70,16 @@ func Schemes() []string {
 	return s
 }
 
-const noScheme = "no scheme (want e.g. mem://, amqp://, kafka://, redis://, sqs://, sns://)"
+// noScheme explains a URL without a scheme, listing the registered ones
+// (so that the list is this program's, and never stale).
+func noScheme() string {
+	schemes := Schemes()
+	if len(schemes) == 0 {
+		return "no scheme: write one first, e.g. mem://NAME (no adapter is registered: import one, " +
+			`e.g. _ "github.com/go-relay/relay/adapters/memory")`
+	}
+	return "no scheme: write one first (registered: " + strings.Join(schemes, "://, ") + "://)"
+}
 
 func opener(raw string) (Opener, *url.URL, error) {
 	u, err := ParseURL(raw)
@@ -160,7 +169,7 @@ func ParseURL(raw string) (*url.URL, error) {
 		return nil, bad(parseReason(raw, err))
 	}
 	if u.Scheme == "" {
-		return nil, bad(noScheme)
+		return nil, bad(noScheme())
 	}
 	if lookup(u.Scheme) == nil && looksLikeHostPort(u) {
 		return nil, bad(hostPortNoScheme)
@@ -324,7 +333,7 @@ func parseReason(raw string, err error) string {
 		return "cannot parse: the port (after the host's ':') is not a number from 1 to 65535; " +
 			"if this is user:password, add @HOST after it, and percent-encode reserved characters in it"
 	case msg == "missing protocol scheme":
-		return noScheme
+		return noScheme()
 	case msg == "first path segment in URL cannot contain colon":
 		return hostPortNoScheme
 	case strings.Contains(msg, "invalid control character"):

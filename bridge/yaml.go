@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/suggest"
 )
 
 // Load reads and parses the YAML file at path; see Parse. Environment
@@ -135,7 +136,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields ...field) bool {
 		}
 		if fn == nil {
 			msg := "unknown field"
-			if s := suggest(k.Value, fields); s != "" {
+			if s := suggest.Closest(k.Value, names(fields)); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			d.p.at(posOf(k), kp, "%s; known fields here: %s", msg, fieldNames(fields))
@@ -176,44 +177,19 @@ func kindName(n *yaml.Node) string {
 	return "something else"
 }
 
+// fieldNames lists the names of fields, sorted, for messages.
 func fieldNames(fields []field) string {
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.name
-	}
+	names := names(fields)
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }
 
-// suggest returns the known field closest to an unknown one, if close.
-func suggest(key string, fields []field) string {
-	best, bestD := "", 3
-	for _, f := range fields {
-		if dist := editDistance(strings.ToLower(key), f.name); dist < bestD {
-			best, bestD = f.name, dist
-		}
+func names(fields []field) []string {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
 	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return names
 }
 
 // scalar returns the env-expanded value of a scalar node; ok is false when

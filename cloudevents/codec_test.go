@@ -330,3 +330,17 @@ func normExt(m map[string]string) map[string]string {
 	}
 	return m
 }
+
+// A nil event is an invalid event, not a panic, wherever it is given.
+func TestNilEvent(t *testing.T) {
+	if _, err := cloudevents.Kafka.ToMessage(nil); !errors.Is(err, cloudevents.ErrInvalidEvent) {
+		t.Errorf("ToMessage(nil) = %v, want ErrInvalidEvent", err)
+	}
+	if _, err := cloudevents.EncodeJSON(nil); !errors.Is(err, cloudevents.ErrInvalidEvent) {
+		t.Errorf("EncodeJSON(nil) = %v, want ErrInvalidEvent", err)
+	}
+	var e *cloudevents.Event
+	if err := e.Validate(); !errors.Is(err, cloudevents.ErrInvalidEvent) {
+		t.Errorf("Validate on nil = %v, want ErrInvalidEvent", err)
+	}
+}

@@ -78,6 +78,9 @@ func validExtensionName(name string) bool {
 // Validate reports why e is not a valid CloudEvent 1.0, or nil. Encoding
 // calls it.
 func (e *Event) Validate() error {
+	if e == nil {
+		return invalid("the event is nil")
+	}
 	if e.SpecVersion != "" && e.SpecVersion != SpecVersion {
 		return invalid("specversion %q is not supported (only %s)", e.SpecVersion, SpecVersion)
 	}

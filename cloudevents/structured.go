@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-relay/relay"
 )
@@ -153,10 +154,11 @@ const StructuredContentType = "application/cloudevents+json; charset=UTF-8"
 
 // EncodeJSON encodes e in the JSON event format. Data is written as the
 // "data" member verbatim when DataContentType is JSON (absent,
-// application/json, text/json or a +json type) and Data is valid JSON;
-// otherwise as "data_base64". A nil Data writes neither. Extensions are
-// written as JSON strings. DecodeJSON gives e back byte-exact. It returns
-// an error matching ErrInvalidEvent when e is not valid.
+// application/json, text/json or a +json type) and Data is one JSON value
+// that a reader gets back byte for byte (see verbatimJSON); otherwise as
+// "data_base64". A nil Data writes neither. Extensions are written as
+// JSON strings. DecodeJSON gives e back byte-exact, Data included. It
+// returns an error matching ErrInvalidEvent when e is not valid.
 func EncodeJSON(e *Event) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -202,7 +204,7 @@ func EncodeJSON(e *Event) ([]byte, error) {
 		str(name, e.Extensions[name])
 	}
 	if e.Data != nil {
-		if isJSONContent(e.DataContentType) && json.Valid(e.Data) {
+		if isJSONContent(e.DataContentType) && verbatimJSON(e.Data) {
 			member("data", e.Data)
 		} else {
 			str("data_base64", base64.StdEncoding.EncodeToString(e.Data))
@@ -210,6 +212,20 @@ func EncodeJSON(e *Event) ([]byte, error) {
 	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
+}
+
+// verbatimJSON reports whether data can be the "data" member as it is
+// and be read back byte for byte: valid JSON in valid UTF-8 (JSON text is
+// UTF-8, and readers may replace invalid bytes), with no whitespace
+// before or after the value, which a JSON reader drops with the space
+// between members ("  {}\n" comes back as "{}"). Other data goes as
+// data_base64.
+func verbatimJSON(data []byte) bool {
+	if len(data) == 0 || !json.Valid(data) || !utf8.Valid(data) {
+		return false
+	}
+	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	return !space(data[0]) && !space(data[len(data)-1])
 }
 
 // ToStructuredMessage encodes e as a new message in structured content

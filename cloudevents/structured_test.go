@@ -212,3 +212,42 @@ func TestPublishStructuredEveryBackend(t *testing.T) {
 		})
 	}
 }
+
+// JSON data is given back byte for byte: whitespace before and after the
+// value (which a JSON reader drops with the space between members) and
+// invalid UTF-8 make EncodeJSON write data_base64 instead of data; data
+// without them is still written verbatim. Through a broker too.
+func TestStructuredDataByteExact(t *testing.T) {
+	for _, data := range []string{
+		"  {\"a\": 1}\n",      // leading whitespace, trailing newline
+		"{\"a\": 1}\n",        // a file's trailing newline
+		"\t[1, 2]",            // leading tab
+		"\"caf\xe9\"",         // a JSON string that is not UTF-8
+		"{\"a\":  [1, 2.50]}", // inner whitespace: verbatim as data
+		"42",
+	} {
+		e := &cloudevents.Event{ID: "e-1", Source: "/s", Type: "t", DataContentType: "application/json", Data: []byte(data)}
+		doc, err := cloudevents.EncodeJSON(e)
+		if err != nil {
+			t.Fatalf("%q: %v", data, err)
+		}
+		got, err := cloudevents.DecodeJSON(doc)
+		if err != nil {
+			t.Fatalf("%q: %v (document %s)", data, err, doc)
+		}
+		if string(got.Data) != data {
+			t.Errorf("data %q came back as %q (document %s)", data, got.Data, doc)
+		}
+		m, err := cloudevents.Kafka.ToStructuredMessage(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, err := cloudevents.FromMessage(m); err != nil || string(back.Data) != data {
+			t.Errorf("data %q through a structured message: %q, %v", data, back.Data, err)
+		}
+	}
+	doc, _ := cloudevents.EncodeJSON(&cloudevents.Event{ID: "e-2", Source: "/s", Type: "t", Data: []byte(`{"a":1}`)})
+	if !strings.Contains(string(doc), `"data":{"a":1}`) {
+		t.Errorf("trimmed JSON data not written verbatim: %s", doc)
+	}
+}

@@ -244,11 +244,11 @@ func (p *Publisher) validate(topic string, msgs []*relay.Message) error {
 	mv, _ := p.d.(MessageValidator)
 	var now time.Time // read once, and only when a message asks for a delay
 	for i, m := range msgs {
+		if m == nil {
+			return relay.NilMessageError(i)
+		}
 		if now.IsZero() && !m.DeliverAt.IsZero() {
 			now = time.Now()
-		}
-		if m == nil {
-			return fmt.Errorf("relay: message %d of the batch is nil", i)
 		}
 		if m.ID == "" {
 			m.ID = relay.NewID()
@@ -299,31 +299,31 @@ func Delay(m *relay.Message, now time.Time) (delay time.Duration, ok bool) {
 }
 
 // CheckSize applies the generic limits of caps to m: MaxMessageBytes over
-// payload, ID, Key and metadata, and MaxMetadataKeys.
+// payload, ID, Key and metadata (see SizeError), and MaxMetadataKeys.
 func CheckSize(m *relay.Message, caps relay.Capabilities) error {
 	if caps.MaxMetadataKeys > 0 && len(m.Metadata) > caps.MaxMetadataKeys {
 		return &relay.LimitError{MessageID: m.ID, What: "metadata keys", Limit: caps.MaxMetadataKeys, Actual: len(m.Metadata)}
 	}
-	if caps.MaxMessageBytes > 0 {
-		return SizeError(m, EncodedSize(m), caps.MaxMessageBytes)
-	}
-	return nil
+	return SizeError(m, EncodedSize(m), caps)
 }
 
-// SizeError is nil when size, m's size as a backend counts it, is within
-// limit; otherwise a *relay.LimitError about the payload (Actual: the
-// payload's length) when the payload alone exceeds limit, else about the
-// message size (Actual: size, Payload: the payload's length), so that the
-// error says what was measured. For MessageValidators that count size
-// their own way.
-func SizeError(m *relay.Message, size, limit int) error {
-	if size <= limit {
+// SizeError is nil when caps has no MaxMessageBytes or size, m's size as
+// the backend counts it, is within it; otherwise a *relay.LimitError that
+// names what sets the limit (caps.MaxMessageBytesSetBy) and what was
+// measured: the payload (Actual: the payload's length) when the payload
+// alone exceeds the limit, else the message size (Actual: size, Payload:
+// the payload's length). Every size limit of this module's adapters is
+// reported through it, by CheckSize or by a MessageValidator that counts
+// size its own way.
+func SizeError(m *relay.Message, size int, caps relay.Capabilities) error {
+	limit := caps.MaxMessageBytes
+	if limit <= 0 || size <= limit {
 		return nil
 	}
 	if len(m.Payload) > limit {
-		return &relay.LimitError{MessageID: m.ID, What: "payload", Limit: limit, Actual: len(m.Payload)}
+		return &relay.LimitError{MessageID: m.ID, What: "payload", Limit: limit, Actual: len(m.Payload), SetBy: caps.MaxMessageBytesSetBy}
 	}
-	return &relay.LimitError{MessageID: m.ID, What: "message size", Limit: limit, Actual: size, Payload: len(m.Payload)}
+	return &relay.LimitError{MessageID: m.ID, What: "message size", Limit: limit, Actual: size, Payload: len(m.Payload), SetBy: caps.MaxMessageBytesSetBy}
 }
 
 // EncodedSize is the byte count of payload, ID, Key and metadata keys and values.

@@ -10,7 +10,7 @@ import (
 func TestSizeError(t *testing.T) {
 	m := relay.NewMessage(make([]byte, 100))
 	m.ID = "m-1"
-	if err := SizeError(m, 150, 150); err != nil {
+	if err := SizeError(m, 150, relay.Capabilities{MaxMessageBytes: 150}); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
 	for _, c := range []struct {
@@ -19,12 +19,12 @@ func TestSizeError(t *testing.T) {
 		actual, payload int
 		text            string
 	}{
-		{149, "message size", 150, 100, "relay: message m-1: message is 150 bytes encoded: payload 100, plus ID, key and metadata; limit 149"},
-		{99, "payload", 100, 0, "relay: message m-1: payload is 100 bytes; limit 99"},
+		{149, "message size", 150, 100, "relay: message m-1: message is 150 bytes encoded: payload 100, plus ID, key and metadata; limit 149, set by max_bytes="},
+		{99, "payload", 100, 0, "relay: message m-1: payload is 100 bytes; limit 99, set by max_bytes="},
 	} {
-		err := SizeError(m, 150, c.limit)
+		err := SizeError(m, 150, relay.Capabilities{MaxMessageBytes: c.limit, MaxMessageBytesSetBy: "max_bytes="})
 		var le *relay.LimitError
-		if !errors.As(err, &le) || le.What != c.what || le.Limit != c.limit || le.Actual != c.actual || le.Payload != c.payload || le.MessageID != m.ID {
+		if !errors.As(err, &le) || le.What != c.what || le.Limit != c.limit || le.Actual != c.actual || le.Payload != c.payload || le.MessageID != m.ID || le.SetBy != "max_bytes=" {
 			t.Errorf("limit %d: %#v, want a %s LimitError", c.limit, err, c.what)
 		}
 		if err.Error() != c.text {
@@ -33,6 +33,13 @@ func TestSizeError(t *testing.T) {
 		if !errors.Is(err, relay.ErrMessageTooLarge) {
 			t.Errorf("limit %d: %v is not ErrMessageTooLarge", c.limit, err)
 		}
+	}
+}
+
+// No limit declared: nothing is refused.
+func TestSizeErrorNoLimit(t *testing.T) {
+	if err := SizeError(relay.NewMessage(make([]byte, 1<<20)), 1<<20, relay.Capabilities{}); err != nil {
+		t.Errorf("SizeError without MaxMessageBytes = %v", err)
 	}
 }
 

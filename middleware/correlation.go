@@ -26,7 +26,9 @@ func CorrelationID(next router.Handler) router.Handler {
 		ctx = context.WithValue(ctx, correlationKey{}, id)
 		outs, err := next(ctx, msg)
 		for _, o := range outs {
-			SetCorrelationID(o, id)
+			if o != nil { // the router refuses a nil output, naming it
+				SetCorrelationID(o, id)
+			}
 		}
 		return outs, err
 	}

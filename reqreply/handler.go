@@ -11,7 +11,8 @@ import (
 
 // Func answers one request: it returns the reply, or an error that the
 // requester receives as a *RemoteError. A nil reply with a nil error
-// answers with an empty message.
+// answers with an empty message. The reply's Key, Metadata and Payload are
+// published; its ID is not (see Handler).
 type Func func(ctx context.Context, req *relay.Message) (*relay.Message, error)
 
 // Handler returns a router.Handler that serves requests with fn and
@@ -24,8 +25,12 @@ type Func func(ctx context.Context, req *relay.Message) (*relay.Message, error)
 // ReplyToKey fails with ErrNoReplyTo without calling fn (put a PoisonQueue
 // middleware in front to set it aside). A request whose DeadlineKey has
 // passed is acked without calling fn, and a reply that cannot be published
-// after the deadline is dropped (the request is acked, not redelivered). The handler returns no messages
-// for the router's outputs. Safe for concurrent use if fn is.
+// after the deadline is dropped (the request is acked, not redelivered).
+// Every reply is published under a new message ID, whatever ID fn's reply
+// has, so that a reply message returned for several requests is not
+// dropped as a repeat by a broker that deduplicates by ID (NATS
+// JetStream). The handler returns no messages for the router's outputs.
+// Safe for concurrent use if fn is.
 func Handler(pub relay.Publisher, fn Func) router.Handler {
 	return func(ctx context.Context, req *relay.Message) ([]*relay.Message, error) {
 		replyTo := req.Metadata.Get(ReplyToKey)
@@ -47,9 +52,6 @@ func Handler(pub relay.Publisher, fn Func) router.Handler {
 			out.Metadata = relay.Metadata{ErrorKey: text}
 		case rep != nil:
 			out.Key, out.Payload, out.Metadata = rep.Key, rep.Payload, rep.Metadata.Clone()
-			if rep.ID != "" {
-				out.ID = rep.ID
-			}
 			delete(out.Metadata, ErrorKey)
 			delete(out.Metadata, ReplyToKey)
 		}

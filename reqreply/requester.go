@@ -149,8 +149,13 @@ func (r *Requester) ReplyTopic() string { return r.replyTo }
 // (relay.ErrClosed). A ctx without deadline is bounded by the default
 // timeout (WithDefaultTimeout). A reply that carries ErrorKey is returned
 // with a *RemoteError. msg is not modified: the request published is a copy
-// with ReplyToKey and a fresh CorrelationIDKey added (and msg's ID, or a
-// new one when msg has none). Safe for concurrent use.
+// of its Key, Metadata and Payload with ReplyToKey and a fresh
+// CorrelationIDKey added, under a message ID of its own that equals the
+// correlation ID (msg.ID is not used). So every call is a request of its
+// own, also when a caller retries with the same message: a broker that
+// drops a message ID it has seen (NATS JetStream's duplicate window,
+// relay.Capabilities.DeduplicatesByID) would otherwise drop the retry and
+// leave the caller waiting until ctx ends. Safe for concurrent use.
 func (r *Requester) Request(ctx context.Context, topic string, msg *relay.Message) (*relay.Message, error) {
 	if msg == nil {
 		return nil, errors.New("relay/reqreply: request message is nil")
@@ -172,10 +177,7 @@ func (r *Requester) Request(ctx context.Context, topic string, msg *relay.Messag
 	if r.replyTo != "" {
 		md[ReplyToKey] = r.replyTo
 	}
-	req := &relay.Message{ID: msg.ID, Key: msg.Key, Metadata: md, Payload: msg.Payload}
-	if req.ID == "" {
-		req.ID = relay.NewID()
-	}
+	req := &relay.Message{ID: corr, Key: msg.Key, Metadata: md, Payload: msg.Payload}
 	ch := make(chan *relay.Message, 1)
 	r.mu.Lock()
 	if r.closed {

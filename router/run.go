@@ -300,6 +300,11 @@ func (h *handler) call(ctx context.Context, m *relay.Message) (outs []*relay.Mes
 // publish sends outs to every output that takes them, in the order of the
 // outputs, after checking that every message goes somewhere.
 func (h *handler) publish(outs []*relay.Message) error {
+	for i, m := range outs {
+		if m == nil {
+			return fmt.Errorf("router: handler %q returned %d message(s): %w", h.name, len(outs), relay.NilMessageError(i))
+		}
+	}
 	if len(h.cfg.outputs) == 0 {
 		return fmt.Errorf("%w (handler %q returned %d)", ErrNoOutput, h.name, len(outs))
 	}

@@ -3,6 +3,7 @@ package amqp_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -62,5 +63,80 @@ func TestDueTopology(t *testing.T) {
 		t.Fatalf("got %s %q, want %s", got.ID, got.Payload, again.ID)
 	} else {
 		_ = got.Ack()
+	}
+}
+
+// TestDueOrderWithinBucket pins down how delayed delivery orders messages.
+// A due queue holds the delays of one bucket (b/2^(1/4) < delay ≤ b) and
+// RabbitMQ expires a message only at the head of its queue, so within a
+// bucket messages fall due in the order they entered the queue. The
+// publisher sends the delayed messages of one Publish call in due order,
+// so they come in due order; of separate calls, a message due earlier than
+// one published before it in its bucket comes right after that one, late
+// by the difference of their delays (under 19% of its own delay). Across
+// buckets the order is the due order.
+func TestDueOrderWithinBucket(t *testing.T) {
+	// Bucket 1024 ms holds delays of 862..1024 ms, bucket 725 ms 610..724.
+	delays := []int{1000, 950, 900, 870, 700}
+	for _, c := range []struct {
+		name  string
+		calls bool // one Publish call per message, else one for all
+		want  []int
+	}{
+		{"one call", false, []int{700, 870, 900, 950, 1000}},
+		{"separate calls", true, []int{700, 1000, 950, 900, 870}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			cl := newCleaner(t)
+			topic := unique("dueorder")
+			sub := openSub(t, cl, unique("g"))
+			relaytest.Provision(t, sub, topic)
+			ch, _ := relaytest.Subscribe(t, sub, topic)
+			pub := openPub(t)
+
+			start := time.Now()
+			var msgs []*relay.Message
+			due := map[string]time.Time{}
+			name := map[string]int{}
+			for _, d := range delays {
+				m := relay.NewMessage(nil)
+				if c.calls {
+					start = time.Now() // the delay as meant, whatever the calls before took
+				}
+				m.DeliverAt = start.Add(time.Duration(d) * time.Millisecond)
+				msgs = append(msgs, m)
+				due[m.ID], name[m.ID] = m.DeliverAt, d
+				if c.calls {
+					if err := pub.Publish(ctx, topic, m); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if !c.calls {
+				if err := pub.Publish(ctx, topic, msgs...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []int
+			for range msgs {
+				m := relaytest.Next(t, ch, "a delayed message")
+				at := time.Now()
+				_ = m.Ack()
+				got = append(got, name[m.ID])
+				if early := due[m.ID].Sub(at); early > 2*time.Millisecond {
+					t.Errorf("message due at +%dms delivered %v early", name[m.ID], early)
+				}
+				// Late by at most the wait behind the 1000 ms message of
+				// its bucket, plus scheduling.
+				if late := at.Sub(due[m.ID]); late > time.Duration(1000-name[m.ID])*time.Millisecond+500*time.Millisecond {
+					t.Errorf("message due at +%dms delivered %v late", name[m.ID], late)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("delivered in the order of delays %v (ms), want %v", got, c.want)
+			}
+		})
 	}
 }

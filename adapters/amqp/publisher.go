@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,16 +74,17 @@ func NewPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 
 func capabilities(cfg *Config) relay.Capabilities {
 	c := relay.Capabilities{
-		Backend:             "amqp",
-		Durable:             true,
-		CrossProcess:        true,
-		Ordering:            relay.OrderPerTopic,
-		PublishToGroup:      true,
-		NativeDelay:         cfg.NativeDelay && cfg.RequeueOnNack,
-		NativeDeadLetter:    true,
-		AttemptFromBroker:   cfg.QueueType == QueueQuorum,
-		MaxMessageBytes:     cfg.MaxBytes,
-		RetainedBeforeGroup: "not kept: with mandatory (default) Publish fails with ErrUnroutable while no group queue is bound; Provision declares a group ahead",
+		Backend:              "amqp",
+		Durable:              true,
+		CrossProcess:         true,
+		Ordering:             relay.OrderPerTopic,
+		PublishToGroup:       true,
+		NativeDelay:          cfg.NativeDelay && cfg.RequeueOnNack,
+		NativeDeadLetter:     true,
+		AttemptFromBroker:    cfg.QueueType == QueueQuorum,
+		MaxMessageBytes:      cfg.MaxBytes,
+		MaxMessageBytesSetBy: "max_bytes= (at most 128 MiB, RabbitMQ's default max_message_size)",
+		RetainedBeforeGroup:  "not kept: with mandatory (default) Publish fails with ErrUnroutable while no group queue is bound; Provision declares a group ahead",
 	}
 	if c.NativeDelay {
 		c.MaxDelay = MaxDelay
@@ -266,6 +268,11 @@ func (d *pubDriver) sendBatch(ctx context.Context, topic string, msgs []*relay.M
 		}
 		return nil
 	}
+	// A due queue expires messages only at its head, in the order they
+	// entered it: sent in due order, a call's messages of one bucket fall
+	// due in due order (messages of separate calls still queue in the
+	// order they were published; see TestDueOrderWithinBucket).
+	slices.SortStableFunc(delayed, func(a, b *relay.Message) int { return a.DeliverAt.Compare(b.DeliverAt) })
 	plan.ex, plan.ensure = dueExchange(ex), ensure
 	plan.enc = func(m *relay.Message) amqp091.Publishing { return encodeDue(m, buckets[m]) }
 	failed = append(failed, d.sendTo(ctx, plan, delayed)...)

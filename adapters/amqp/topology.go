@@ -134,9 +134,11 @@ func isRelayQueue(queue, exchange string) func(string) bool {
 // dueStepsPerDoubling is how many due buckets span each doubling of the
 // delay. RabbitMQ expires messages only at the head of a queue, so a
 // message waits behind a longer-delayed one published before it into the
-// same bucket: with bounds 2^(1/4) apart it is late by less than 19% of
-// its delay (2^k buckets, as NackAfter's, would allow up to 100%), at the
-// cost of up to four queues per doubling of the delays a topic uses.
+// same bucket, and comes out after it (the order within a bucket is the
+// publish order; a Publish call sends its delayed messages in due order):
+// with bounds 2^(1/4) apart it is late by less than 19% of its delay (2^k
+// buckets, as NackAfter's, would allow up to 100%), at the cost of up to
+// four queues per doubling of the delays a topic uses.
 const dueStepsPerDoubling = 4
 
 // dueBucket is the due bucket of a delay of d: the smallest bound

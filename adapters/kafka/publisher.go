@@ -51,17 +51,18 @@ func NewPublisher(ctx context.Context, cfg PublisherConfig) (relay.Publisher, er
 
 func capabilities(maxBytes int) relay.Capabilities {
 	return relay.Capabilities{
-		Backend:             "kafka",
-		Durable:             true,
-		CrossProcess:        true,
-		Ordering:            relay.OrderPerKey,
-		NativeDelay:         false,
-		DelayedDelivery:     relay.DelayEmulated,
-		NativeDeadLetter:    false,
-		AttemptFromBroker:   false,
-		Replay:              true,
-		MaxMessageBytes:     maxBytes,
-		RetainedBeforeGroup: "kept: a new group starts at the oldest retained record (start=earliest, the default); with start=latest, only from Provision or the first Subscribe on",
+		Backend:              "kafka",
+		Durable:              true,
+		CrossProcess:         true,
+		Ordering:             relay.OrderPerKey,
+		NativeDelay:          false,
+		DelayedDelivery:      relay.DelayEmulated,
+		NativeDeadLetter:     false,
+		AttemptFromBroker:    false,
+		Replay:               true,
+		MaxMessageBytes:      maxBytes,
+		MaxMessageBytesSetBy: "max_bytes= (the broker's message.max.bytes and the topic's max.message.bytes must allow as much)",
+		RetainedBeforeGroup:  "kept: a new group starts at the oldest retained record (start=earliest, the default); with start=latest, only from Provision or the first Subscribe on",
 
 		AckedAfterUnsettledRedelivered: true,
 	}
@@ -94,7 +95,7 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 	if err := validateTombstone(m); err != nil {
 		return err
 	}
-	return driver.SizeError(m, recordSize(m), d.caps.MaxMessageBytes)
+	return driver.SizeError(m, recordSize(m), d.caps)
 }
 
 // batchWait collects the outcome of one batch's records. Its onDone runs
@@ -257,7 +258,8 @@ func (d *pubDriver) SendBatchAsync(ctx context.Context, topic string, msgs []*re
 func mapProduceError(m *relay.Message, err error) error {
 	switch {
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return &relay.LimitError{MessageID: m.ID, What: "message size", Detail: "rejected by Kafka: " + err.Error()}
+		return &relay.LimitError{MessageID: m.ID, What: "message size",
+			Detail: "rejected by the broker, whose message.max.bytes or the topic's max.message.bytes is below relay's max_bytes=: " + err.Error()}
 	case errors.Is(err, kgo.ErrClientClosed):
 		return fmt.Errorf("relay/kafka: %w: %w", relay.ErrClosed, err)
 	case errors.Is(err, kerr.UnknownTopicOrPartition):

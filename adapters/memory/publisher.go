@@ -9,15 +9,16 @@ import (
 
 func capabilities(maxBytes int) relay.Capabilities {
 	return relay.Capabilities{
-		Backend:             "memory",
-		Durable:             false,
-		CrossProcess:        false,
-		Ordering:            relay.OrderPerTopic,
-		NativeDelay:         true,
-		DelayedDelivery:     relay.DelayNative,
-		AttemptFromBroker:   true,
-		MaxMessageBytes:     maxBytes,
-		RetainedBeforeGroup: "kept for the first group (newest 10,000 / 64 MiB)",
+		Backend:              "memory",
+		Durable:              false,
+		CrossProcess:         false,
+		Ordering:             relay.OrderPerTopic,
+		NativeDelay:          true,
+		DelayedDelivery:      relay.DelayNative,
+		AttemptFromBroker:    true,
+		MaxMessageBytes:      maxBytes,
+		MaxMessageBytesSetBy: "max_bytes=",
+		RetainedBeforeGroup:  "kept for the first group (newest 10,000 / 64 MiB)",
 
 		// Acks are per message: an acked message is never delivered again.
 		AckedAfterUnsettledRedelivered: false,

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/go-relay/relay"
@@ -21,5 +22,19 @@ func TestURLOtherSideValueChecked(t *testing.T) {
 	urlopttest.NamesParam(t, "subscriber without group", relay.CheckSubscriberURL("mem://x"), "group")
 	if err := relay.CheckURL("mem://x"); err != nil {
 		t.Errorf("publisher needs no group: %v", err)
+	}
+}
+
+// A mistyped parameter is reported with the one it was probably meant to
+// be, on both sides.
+func TestURLTypoSuggestion(t *testing.T) {
+	const want = `parameter "inflite": unknown parameter (did you mean "inflight"?)`
+	for name, err := range map[string]error{
+		"publisher":  relay.CheckURL("mem://x?inflite=8"),
+		"subscriber": relay.CheckSubscriberURL("mem://x?group=g&inflite=8"),
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want it to contain %s", name, err, want)
+		}
 	}
 }

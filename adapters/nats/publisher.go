@@ -21,19 +21,21 @@ const publishAckTimeout = 10 * time.Second
 
 func capabilities(maxPayload int) relay.Capabilities {
 	return relay.Capabilities{
-		Backend:             "nats",
-		Durable:             true,
-		CrossProcess:        true,
-		Ordering:            relay.OrderPerTopic,
-		NativeDelay:         true,
-		DelayedDelivery:     relay.DelayEmulated, // held by subscribers: see DueHolder
-		NativeDeadLetter:    false,
-		AttemptFromBroker:   true,
-		Replay:              false,
-		MaxMessageBytes:     maxPayload,
-		MaxBatch:            DefaultPublishBatch,
-		DeduplicatesByID:    true, // Nats-Msg-Id within the stream's duplicate window
-		RetainedBeforeGroup: "kept in the topic's stream (bounded by its limits) and read by groups created later, which start at the stream's first message",
+		Backend:           "nats",
+		Durable:           true,
+		CrossProcess:      true,
+		Ordering:          relay.OrderPerTopic,
+		NativeDelay:       true,
+		DelayedDelivery:   relay.DelayEmulated, // held by subscribers: see DueHolder
+		NativeDeadLetter:  false,
+		AttemptFromBroker: true,
+		Replay:            false,
+		MaxMessageBytes:   maxPayload,
+		// max_bytes= bounds a stream's bytes, not a message.
+		MaxMessageBytesSetBy: "the NATS server's max_payload (its configuration file)",
+		MaxBatch:             DefaultPublishBatch,
+		DeduplicatesByID:     true, // Nats-Msg-Id within the stream's duplicate window
+		RetainedBeforeGroup:  "kept in the topic's stream (bounded by its limits) and read by groups created later, which start at the stream's first message",
 	}
 }
 
@@ -159,7 +161,7 @@ func (d *pubDriver) ValidateTopic(topic string) error { return validateTopic(top
 // ValidateMessage checks the message as written (headers included)
 // against the server's max_payload.
 func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
-	return driver.SizeError(m, encodedSize(m), d.caps.MaxMessageBytes)
+	return driver.SizeError(m, encodedSize(m), d.caps)
 }
 
 // SendBatch makes one attempt: it publishes msgs asynchronously and

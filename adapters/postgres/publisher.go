@@ -17,7 +17,7 @@ import (
 )
 
 func capabilities(maxBytes int) relay.Capabilities {
-	return rowqueue.Capabilities("postgres", maxBytes, maxBatch)
+	return rowqueue.Capabilities("postgres", maxBytes, maxBatch, "max_bytes= (at most 512 MiB)")
 }
 
 // NewPublisher returns a publisher that writes through pool. The pool

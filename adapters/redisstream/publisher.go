@@ -19,19 +19,20 @@ const maxBatch = 1000
 
 func capabilities(maxBytes int) relay.Capabilities {
 	return relay.Capabilities{
-		Backend:             "redis",
-		Durable:             true,
-		CrossProcess:        true,
-		Ordering:            relay.OrderPerTopic,
-		NativeDelay:         true,
-		MaxDelay:            maxDelay(DefaultClaimIdle),
-		DelayedDelivery:     relay.DelayEmulated,
-		NativeDeadLetter:    false,
-		AttemptFromBroker:   true,
-		Replay:              false,
-		MaxMessageBytes:     maxBytes,
-		MaxBatch:            maxBatch,
-		RetainedBeforeGroup: "kept in the stream (bounded by maxlen/maxage) and read by groups created later with start=0 (the default); start=$ skips them",
+		Backend:              "redis",
+		Durable:              true,
+		CrossProcess:         true,
+		Ordering:             relay.OrderPerTopic,
+		NativeDelay:          true,
+		MaxDelay:             maxDelay(DefaultClaimIdle),
+		DelayedDelivery:      relay.DelayEmulated,
+		NativeDeadLetter:     false,
+		AttemptFromBroker:    true,
+		Replay:               false,
+		MaxMessageBytes:      maxBytes,
+		MaxMessageBytesSetBy: "max_bytes= (at most 512 MiB, Redis's string limit)",
+		MaxBatch:             maxBatch,
+		RetainedBeforeGroup:  "kept in the stream (bounded by maxlen/maxage) and read by groups created later with start=0 (the default); start=$ skips them",
 	}
 }
 
@@ -94,7 +95,7 @@ func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error {
 		return &relay.LimitError{MessageID: m.ID, What: "metadata entries",
 			Detail: fmt.Sprintf("%d on a delayed message; at most %d (the arguments a Lua script can pass to XADD)", len(m.Metadata), maxDelayedMetadata)}
 	}
-	return driver.SizeError(m, encodedSize(m), d.cfg.MaxBytes)
+	return driver.SizeError(m, encodedSize(m), d.caps)
 }
 
 // xadd is the XADD command of m: the arguments go-redis's XAdd would

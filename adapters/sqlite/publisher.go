@@ -13,7 +13,7 @@ import (
 )
 
 func capabilities(maxBytes int) relay.Capabilities {
-	return rowqueue.Capabilities("sqlite", maxBytes, maxBatch)
+	return rowqueue.Capabilities("sqlite", maxBytes, maxBatch, "max_bytes= (at most 512 MiB)")
 }
 
 // NewPublisher returns a publisher on the database file cfg.Path, created

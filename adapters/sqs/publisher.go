@@ -73,7 +73,7 @@ func (d *pubDriver) ValidateMessage(topic string, m *relay.Message) error {
 				m.ID, delay.Round(time.Millisecond), topic, relay.ErrDelayUnsupported)
 		}
 	}
-	return driver.SizeError(m, encodedSize(m), d.cfg.MaxBytes)
+	return driver.SizeError(m, encodedSize(m), d.caps)
 }
 
 func (d *pubDriver) noun() string {

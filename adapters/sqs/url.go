@@ -165,6 +165,11 @@ func capabilities(scheme string, cfg Config) relay.Capabilities {
 		AttemptFromBroker: true,
 		MaxMessageBytes:   cfg.MaxBytes,
 		MaxBatch:          MaxBatch,
+		// SQS takes up to 1 MiB, SNS 256 KiB (see Validate).
+		MaxMessageBytesSetBy: "max_bytes= (at most 1 MiB on sqs://)",
+	}
+	if scheme == SchemeSNS {
+		c.MaxMessageBytesSetBy = "max_bytes= (at most 256 KiB, SNS's limit)"
 	}
 	if cfg.FIFO {
 		c.Ordering = relay.OrderPerKey

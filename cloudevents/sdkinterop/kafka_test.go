@@ -258,7 +258,9 @@ func TestKafkaNoDataIsTombstone(t *testing.T) {
 
 // TestKafkaRelayStructuredToSDK: relay's structured mode (PublishStructured)
 // is the JSON event format the SDK parses: JSON data as "data", binary
-// data as "data_base64", every attribute as sent.
+// data as "data_base64", JSON data with whitespace around it as
+// "data_base64" too (so that the SDK reads it byte for byte), every
+// attribute as sent.
 func TestKafkaRelayStructuredToSDK(t *testing.T) {
 	seeds := kafkaSeeds(t)
 	topic := "ce-relay-st-" + suffix()
@@ -272,15 +274,17 @@ func TestKafkaRelayStructuredToSDK(t *testing.T) {
 	jsonEv := relayEvent()
 	binEv := relayEvent()
 	binEv.DataContentType, binEv.Data = "application/octet-stream", []byte{0, 0xfe, 0xff, '"'}
-	if err := cloudevents.NewPublisher(pub).PublishStructured(ctx, topic, jsonEv, binEv); err != nil {
+	paddedEv := relayEvent()
+	paddedEv.Data = []byte("  {\"order\": \"B-3\"}\n")
+	if err := cloudevents.NewPublisher(pub).PublishStructured(ctx, topic, jsonEv, binEv, paddedEv); err != nil {
 		t.Fatal(err)
 	}
 	cl := rawKafka(t, seeds, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := map[string]event.Event{}
-	for len(got) < 2 {
+	for len(got) < 3 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("%d of 2 records within 30s", len(got))
+			t.Fatalf("%d of 3 records within 30s", len(got))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			ct := ""
@@ -304,4 +308,5 @@ func TestKafkaRelayStructuredToSDK(t *testing.T) {
 	}
 	sameAsSDK(t, jsonEv, got[jsonEv.ID], 0)
 	sameAsSDK(t, binEv, got[binEv.ID], 0)
+	sameAsSDK(t, paddedEv, got[paddedEv.ID], 0)
 }

@@ -22,10 +22,22 @@ func refuseInProcess(e *env, cmd, raw string) (int, bool) {
 	benchURL, _, _ := strings.Cut(relay.Redact(raw), "?") // bench makes its own group
 	fmt.Fprintf(e.stderr, "relay %s: %s is in-process only: its messages live inside one process and vanish\n"+
 		"  when it exits, so relay %s cannot share them with another process.\n"+
-		"  Give the URL of a broker (amqp://, kafka://, redis://, sqs://, sns://), or try relay\n"+
+		"  Give the URL of a broker (%s), or try relay\n"+
 		"  without one: \"relay bench %s TOPIC\" publishes and consumes in one process.\n",
-		cmd, relay.Redact(raw), cmd, benchURL)
+		cmd, relay.Redact(raw), cmd, brokerSchemes(), benchURL)
 	return exitUsage, false
+}
+
+// brokerSchemes lists the registered schemes other than mem://, as
+// "amqp://, amqps://, ...": the binary's own list, so it cannot go stale.
+func brokerSchemes() string {
+	var out []string
+	for _, s := range relay.Schemes() {
+		if !isInProcess(s + "://") {
+			out = append(out, s+"://")
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // isInProcess reports whether raw is a mem:// URL.

@@ -28,8 +28,9 @@ import (
 // derived from what it declares in relay.Capabilities.
 func features(caps relay.Capabilities) tests.Features {
 	return tests.Features{
-		// Every relay backend has groups (mem://, redis://, amqp://).
-		ConsumerGroups: true,
+		// Every relay backend has groups but sqs://, where the queue is
+		// the group of competing consumers.
+		ConsumerGroups: hasGroups(caps),
 		// relay is at-least-once everywhere.
 		ExactlyOnceDelivery: false,
 		// OrderPerTopic holds per subscription; the suite's ordering test
@@ -60,6 +61,9 @@ func features(caps relay.Capabilities) tests.Features {
 		},
 	}
 }
+
+// hasGroups reports whether subscribers of the backend take group=.
+func hasGroups(caps relay.Capabilities) bool { return caps.Backend != "sqs" }
 
 // names records the topics and groups a run of the suite used, for
 // deleting them from the shared brokers afterwards.
@@ -94,13 +98,23 @@ func (n *names) topicVariants() []string {
 func runUniversal(t *testing.T, base string) *names {
 	ctx := context.Background()
 	used := &names{}
+	p, err := relay.OpenPublisher(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := p.(relay.CapabilityReporter).Capabilities()
+	_ = p.Close()
 	open := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 		used.add(&used.groups, group)
 		p, err := relay.OpenPublisher(ctx, base)
 		if err != nil {
 			t.Fatalf("OpenPublisher(%s): %v", relay.Redact(base), err)
 		}
-		s, err := relay.OpenSubscriber(ctx, withQuery(t, base, "group", group))
+		subURL := base
+		if hasGroups(caps) {
+			subURL = withQuery(t, base, "group", group)
+		}
+		s, err := relay.OpenSubscriber(ctx, subURL)
 		if err != nil {
 			t.Fatalf("OpenSubscriber(%s): %v", relay.Redact(base), err)
 		}
@@ -112,12 +126,6 @@ func runUniversal(t *testing.T, base string) *names {
 		t.Cleanup(func() { _ = wp.Close(); _ = ws.Close() })
 		return wp, ws
 	}
-	p, err := relay.OpenPublisher(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps := p.(relay.CapabilityReporter).Capabilities()
-	_ = p.Close()
 	f := features(caps)
 	generate := f.GenerateTopicFunc
 	f.GenerateTopicFunc = func(tctx tests.TestContext) string {

@@ -2,8 +2,10 @@ package drivertest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -403,4 +405,73 @@ func inFlightBytes(t *testing.T, e *env) {
 		}
 	}
 	t.Logf("inflight_bytes=%d: 60 KiB messages held two at a time; all %d delivered", bound, n)
+}
+
+// nilMessage: a batch holding a nil message is refused, by Publish and by
+// PublishAsync, with an error matching relay.ErrNilMessage that names the
+// message's index, never a panic, and nothing of the batch is sent.
+func nilMessage(t *testing.T, e *env) {
+	topic := e.h.NewTopic(t)
+	pub := e.pub(t)
+	sub := e.sub(t, e.h.NewGroup(t))
+	provision(t, sub, topic)
+	ch, _ := subscribe(t, sub, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	refused := map[string]bool{}
+	batch := func(label string) []*relay.Message {
+		a := relay.NewMessage([]byte(label + " before the nil message"))
+		b := relay.NewMessage([]byte(label + " after the nil message"))
+		refused[a.ID], refused[b.ID] = true, true
+		return []*relay.Message{a, nil, b}
+	}
+	wantRefused := func(call string, err error) {
+		t.Helper()
+		if !errors.Is(err, relay.ErrNilMessage) || !strings.Contains(err.Error(), "index 1") {
+			t.Errorf("%s with a nil message at index 1 = %v, want an error matching relay.ErrNilMessage naming index 1", call, err)
+		}
+	}
+	wantRefused("Publish", noPanic(func() error { return pub.Publish(ctx, topic, batch("Publish")...) }))
+	if ap, ok := pub.(relay.AsyncPublisher); ok {
+		called := make(chan error, 1)
+		err := noPanic(func() error {
+			return ap.PublishAsync(ctx, topic, batch("PublishAsync"), func(err error) { called <- err })
+		})
+		wantRefused("PublishAsync", err)
+		select {
+		case err := <-called:
+			t.Errorf("PublishAsync refused the batch and still called done(%v)", err)
+		default:
+		}
+	}
+
+	marker := relay.NewMessage([]byte("published after the refused batches"))
+	publish(t, pub, topic, marker)
+	for {
+		got := e.next(t, ch, "the message published after the refused batches")
+		_ = got.Ack()
+		if got.ID == marker.ID {
+			break
+		}
+		if refused[got.ID] {
+			t.Errorf("message %s of a refused batch was delivered: %q", got.ID, got.Payload)
+		} else {
+			t.Errorf("unexpected message %s delivered: %q", got.ID, got.Payload)
+		}
+	}
+	if extra := none(ch, 300*time.Millisecond); extra != nil {
+		t.Errorf("message %s delivered after the marker (%q): part of a refused batch was sent", extra.ID, extra.Payload)
+	}
+}
+
+// noPanic runs f and turns a panic into an error, so that a check reports
+// it instead of crashing the test binary.
+func noPanic(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return f()
 }

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -94,7 +95,14 @@ func oversize(t *testing.T, e *env) {
 	}
 	var le *relay.LimitError
 	if !errors.As(err, &le) || le.MessageID != big.ID {
-		t.Errorf("error %v is not a *relay.LimitError naming message %s", err, big.ID)
+		t.Fatalf("error %v is not a *relay.LimitError naming message %s", err, big.ID)
+	}
+	// The error says what sets the limit, so that the reader knows which
+	// knob to turn (driver.SizeError builds it from the capabilities).
+	if le.Limit != max || le.SetBy == "" || le.SetBy != e.caps.MaxMessageBytesSetBy ||
+		!strings.Contains(err.Error(), fmt.Sprintf("limit %d, set by %s", max, le.SetBy)) {
+		t.Errorf("error %q (SetBy %q), want it to give the limit %d and what sets it (Capabilities.MaxMessageBytesSetBy %q, non-empty)",
+			err, le.SetBy, max, e.caps.MaxMessageBytesSetBy)
 	}
 	t.Logf("%d-byte payload refused: %v", max+1, err)
 }

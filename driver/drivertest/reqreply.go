@@ -22,16 +22,18 @@ import (
 // request to a topic whose server is down ends with
 // context.DeadlineExceeded and leaves nothing pending; a reply that comes
 // after its caller gave up is counted in Stats().Late and dropped; a
-// handler's error arrives as a *reqreply.RemoteError. Each subtest checks
-// for goroutine leaks.
+// handler's error arrives as a *reqreply.RemoteError; a message requested
+// twice, and a reply message returned twice, still give a reply per call.
+// Each subtest checks for goroutine leaks.
 func RunRequestReply(t *testing.T, h Harness) {
 	h.defaults(t)
 	e := &env{h: &h}
 	for _, c := range []check{
-		{"Concurrent", "64 concurrent requests from one requester, each answered with its own payload and metadata", rrConcurrent},
+		{"Concurrent", "64 concurrent requests from one requester, each answered with its own payload and metadata, each sent under its correlation ID", rrConcurrent},
 		{"NoServer", "a request to a topic whose server is down fails with context.DeadlineExceeded; nothing stays pending", rrNoServer},
 		{"LateReply", "a reply after the caller gave up is counted in Stats().Late and not delivered to a later request", rrLate},
 		{"RemoteError", "a handler error arrives as a *reqreply.RemoteError carrying the server's text", rrRemoteError},
+		{"SameMessageTwice", "one message requested twice, and a handler that answers with one reply message, still give a reply per call (on brokers that drop a repeated ID too)", rrSameMessageTwice},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			opts := append([]goleak.Option{goleak.IgnoreCurrent()}, h.IgnoreGoroutines...)
@@ -122,8 +124,10 @@ func rrConcurrent(t *testing.T, e *env) {
 			if want := "echo:" + string(req.Payload); string(rep.Payload) != want {
 				errs <- fmt.Errorf("request %d: reply %q, want %q", i, rep.Payload, want)
 			}
-			if got := rep.Metadata.Get("seen-id"); got != req.ID {
-				errs <- fmt.Errorf("request %d: the server saw ID %q, want %q", i, got, req.ID)
+			// Each request goes out under its correlation ID, which the
+			// reply carries back.
+			if got, corr := rep.Metadata.Get("seen-id"), rep.Metadata.Get(reqreply.CorrelationIDKey); got == "" || got != corr {
+				errs <- fmt.Errorf("request %d: the server saw ID %q, want the correlation ID %q", i, got, corr)
 			}
 		}()
 	}
@@ -244,4 +248,40 @@ func rrRemoteError(t *testing.T, e *env) {
 		t.Errorf("Stats %+v, want RemoteErrors=1, Answered=2", st)
 	}
 	t.Logf("remote error: %v", re)
+}
+
+// rrSameMessageTwice: Request called twice with one message (a caller's
+// retry), answered by a handler that returns one reply message every
+// time, gets a reply each time: every request and every reply goes out
+// under an ID of its own, so a broker that drops a repeated ID (NATS
+// JetStream's duplicate window) keeps them all.
+func rrSameMessageTwice(t *testing.T, e *env) {
+	topic := e.h.NewTopic(t)
+	canned := relay.NewMessage([]byte("the same reply"))
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	rrServer(t, e, topic, func(_ context.Context, req *relay.Message) (*relay.Message, error) {
+		mu.Lock()
+		seen[req.ID] = true
+		mu.Unlock()
+		return canned, nil
+	})
+	r := rrRequester(t, e)
+	msg := relay.NewMessage([]byte("asked twice"))
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), e.h.ReceiveTimeout+10*time.Second)
+		rep, err := r.Request(ctx, topic, msg)
+		cancel()
+		if err != nil {
+			t.Fatalf("request %d of one message: %v", i+1, err)
+		}
+		if string(rep.Payload) != "the same reply" {
+			t.Errorf("request %d: reply %q", i+1, rep.Payload)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2 {
+		t.Errorf("the server saw request IDs %v, want two different ones", seen)
+	}
 }

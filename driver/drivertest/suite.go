@@ -32,6 +32,7 @@ var checks = []check{
 	{"Settlement", "Ack/Nack are idempotent, exclusive, end the message context, fail after the subscription ended", settlement},
 	{"AsyncPublish", "PublishAsync from one goroutine: every done called once, every message arrives, a call's messages in order; early failures returned, not reported to done", asyncPublish},
 	{"BatchPath", "SubscribeBatches (the shared layer's batch path): every message once, with its payload, in order where the backend orders; the channel closes at the end", batchPath},
+	{"NilMessage", "a batch holding a nil message is refused by Publish and PublishAsync with relay.ErrNilMessage naming its index, not a panic, and nothing of it is sent", nilMessage},
 	{"EmptyID", "a message published with ID \"\" gets a UUIDv7 in the caller's message and is delivered with it", emptyID},
 	{"RepeatedSettlement", "the first settlement wins: repeats the same way return nil and change nothing, the other way ErrAlreadySettled", repeatedSettlement},
 	{"ClosedChannelAcked", "acks made before a subscription ended are at the broker when its channel closed", closedChannelAcked},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/internal/suggest"
 )
 
 // Params is a one-shot reader over a URL's query. Not safe for concurrent use.
@@ -131,18 +132,28 @@ func (p *Params) Enum(name, def string, allowed ...string) string {
 }
 
 // Err reports every malformed value and every parameter that was never
-// read (unknown to the adapter), or nil.
+// read (unknown to the adapter), or nil. An unknown parameter that is
+// probably a typo of one the adapter read is reported with it:
+// `unknown parameter (did you mean "inflight"?)`.
 func (p *Params) Err() error {
-	var unknown []string
+	var unknown, known []string
 	for k := range p.q {
 		if !p.used[k] {
 			unknown = append(unknown, k)
 		}
 	}
+	for k := range p.used {
+		known = append(known, k)
+	}
 	sort.Strings(unknown)
+	sort.Strings(known) // equally close names: the first in order wins
 	errs := append([]error(nil), p.errs...)
 	for _, k := range unknown {
-		errs = append(errs, &relay.URLError{URL: relay.Redact(p.u.String()), Param: k, Reason: "unknown parameter"})
+		reason := "unknown parameter"
+		if s := suggest.Closest(k, known); s != "" {
+			reason += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		errs = append(errs, &relay.URLError{URL: relay.Redact(p.u.String()), Param: k, Reason: reason})
 	}
 	if len(errs) == 1 {
 		return errs[0]

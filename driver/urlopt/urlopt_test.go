@@ -94,3 +94,28 @@ func TestSizeTakesUnits(t *testing.T) {
 		}
 	}
 }
+
+// An unknown parameter close to one the adapter read is reported with it;
+// one close to nothing is reported plainly.
+func TestUnknownParameterSuggestion(t *testing.T) {
+	u, _ := url.Parse("x://h?inflite=8&group=g&zzz=1")
+	p := New(u)
+	p.Int("inflight", 64, 1)
+	p.Size("inflight_bytes", 0, 0)
+	p.String("group", "")
+	err := p.Err()
+	if err == nil {
+		t.Fatal("no error for unknown parameters")
+	}
+	for _, want := range []string{
+		`parameter "inflite": unknown parameter (did you mean "inflight"?)`,
+		`parameter "zzz": unknown parameter`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), `"zzz": unknown parameter (`) {
+		t.Errorf("error %q suggests something for zzz", err)
+	}
+}

@@ -23,18 +23,19 @@ import (
 // NackAfter and DeliverAt native (visible_at), without a maximum;
 // attempts counted by the database; publishing to one group; and nothing
 // kept for a group created later.
-func Capabilities(backend string, maxBytes, maxBatch int) relay.Capabilities {
+func Capabilities(backend string, maxBytes, maxBatch int, maxBytesSetBy string) relay.Capabilities {
 	return relay.Capabilities{
-		Backend:           backend,
-		Durable:           true,
-		CrossProcess:      true,
-		Ordering:          relay.OrderPerTopic,
-		NativeDelay:       true,
-		DelayedDelivery:   relay.DelayNative,
-		AttemptFromBroker: true,
-		MaxMessageBytes:   maxBytes,
-		MaxBatch:          maxBatch,
-		PublishToGroup:    true,
+		Backend:              backend,
+		Durable:              true,
+		CrossProcess:         true,
+		Ordering:             relay.OrderPerTopic,
+		NativeDelay:          true,
+		DelayedDelivery:      relay.DelayNative,
+		AttemptFromBroker:    true,
+		MaxMessageBytes:      maxBytes,
+		MaxMessageBytesSetBy: maxBytesSetBy,
+		MaxBatch:             maxBatch,
+		PublishToGroup:       true,
 		RetainedBeforeGroup: "dropped: publishing makes a delivery row for each group that exists at that moment, " +
 			"so a group receives only what is published after Provision or its first Subscribe created it",
 	}

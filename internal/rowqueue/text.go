@@ -70,7 +70,7 @@ func CheckOutbox(caps relay.Capabilities, store, topic string, msgs []*relay.Mes
 	now := time.Now()
 	for i, m := range msgs {
 		if m == nil {
-			return fmt.Errorf("relay/%s: message %d of the batch is nil", caps.Backend, i)
+			return relay.NilMessageError(i)
 		}
 		if m.ID == "" {
 			m.ID = relay.NewID()

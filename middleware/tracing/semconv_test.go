@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -330,5 +331,29 @@ func TestPanicPassesThroughAndFailsSpan(t *testing.T) {
 	checkAttrs(t, s, map[string]any{"error.type": "*github.com/go-relay/relay/router.PanicError", "messaging.system": "relay"})
 	if s.Status().Code != codes.Error {
 		t.Fatalf("status %v", s.Status())
+	}
+}
+
+// The traced publisher publishes copies that keep everything the caller
+// set, DeliverAt included, and refuses a nil message by its index without
+// passing the batch on.
+func TestPublisherCopiesAndNil(t *testing.T) {
+	tp, _ := newTP(t)
+	rec := &recordingPub{}
+	pub := tracing.New(tracing.Config{TracerProvider: tp}).Publisher(rec)
+	due := time.Now().Add(time.Hour)
+	in := &relay.Message{ID: "a", Key: "k", Payload: []byte("p"), DeliverAt: due}
+	if err := pub.Publish(context.Background(), "jobs", in); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.msgs) != 1 || rec.msgs[0] == in || !rec.msgs[0].DeliverAt.Equal(due) || rec.msgs[0].Key != "k" || string(rec.msgs[0].Payload) != "p" {
+		t.Fatalf("published %+v, want a copy of %+v", rec.msgs, in)
+	}
+	err := pub.Publish(context.Background(), "jobs", &relay.Message{ID: "b"}, nil)
+	if !errors.Is(err, relay.ErrNilMessage) || !strings.Contains(err.Error(), "index 1") {
+		t.Errorf("Publish with a nil message = %v, want relay.ErrNilMessage naming index 1", err)
+	}
+	if len(rec.msgs) != 1 {
+		t.Errorf("%d message(s) passed on from a batch holding a nil message", len(rec.msgs)-1)
 	}
 }

@@ -132,7 +132,9 @@ func (t *Tracer) Middleware(next router.Handler) router.Handler {
 		finished = true
 		fail(span, err)
 		for _, o := range outs {
-			t.prop.Inject(ctx, Carrier(o))
+			if o != nil { // the router refuses a nil output, naming it
+				t.prop.Inject(ctx, Carrier(o))
+			}
 		}
 		return outs, err
 	}
@@ -275,7 +277,10 @@ func (p *publisher) Unwrap() relay.Publisher { return p.pub }
 func (p *publisher) Publish(ctx context.Context, topic string, msgs ...*relay.Message) error {
 	cps := make([]*relay.Message, len(msgs))
 	for i, m := range msgs {
-		cps[i] = &relay.Message{ID: m.ID, Key: m.Key, Metadata: m.Metadata.Clone(), Payload: m.Payload}
+		if m == nil {
+			return relay.NilMessageError(i)
+		}
+		cps[i] = &relay.Message{ID: m.ID, Key: m.Key, Metadata: m.Metadata.Clone(), Payload: m.Payload, DeliverAt: m.DeliverAt}
 	}
 	ctx, end := p.t.StartSend(ctx, topic, cps)
 	err := p.pub.Publish(ctx, topic, cps...)

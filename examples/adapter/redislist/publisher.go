@@ -31,7 +31,9 @@ func capabilities() relay.Capabilities {
 		NativeDelay:       false,               // the driver package emulates NackAfter
 		AttemptFromBroker: true,                // the attempt lives in the element
 		MaxMessageBytes:   MaxMessageBytes,
-		MaxBatch:          MaxBatch,
+		// A fixed limit: say so in the errors that refuse a message.
+		MaxMessageBytesSetBy: "the adapter (a fixed 16 MiB)",
+		MaxBatch:             MaxBatch,
 		RetainedBeforeGroup: "dropped: a message goes to the lists of the groups that exist " +
 			"(were provisioned or subscribed) when it is published",
 	}
