@@ -85,7 +85,7 @@ type subDriver struct {
 	// requeued remembers the next attempt of messages requeued with
 	// basic.nack on a classic queue (nack_mode=requeue, or a republish
 	// that failed), which the broker does not count.
-	requeued attemptMemo
+	requeued driver.AttemptMemo[memoKey]
 
 	mu     sync.Mutex
 	dlxGen uint64
