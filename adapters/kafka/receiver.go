@@ -65,9 +65,11 @@ type receiver struct {
 	commitReq chan struct{}
 	// life bounds the commit loop's commits; Close ends it when its own
 	// deadline passes.
-	life     context.Context
-	endLife  context.CancelFunc
-	stop     chan struct{}
+	life    context.Context
+	endLife context.CancelFunc
+	// loop is the commit loop's lifetime, ended by stopLoop.
+	loop     context.Context
+	stopLoop context.CancelFunc
 	loopDone chan struct{}
 }
 
@@ -101,11 +103,11 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		parts:          make(map[int32]*partState),
 		ready:          make(chan struct{}, 1),
 		commitReq:      make(chan struct{}, 1),
-		stop:           make(chan struct{}),
 		loopDone:       make(chan struct{}),
 	}
 	r.arena, r.pollArena = decodeArena(d.cfg), decodeArena(d.cfg)
 	r.life, r.endLife = context.WithCancel(context.Background())
+	r.loop, r.stopLoop = context.WithCancel(context.Background())
 	go r.commitLoop()
 	return r
 }
@@ -356,7 +358,7 @@ func (r *receiver) Close(ctx context.Context) error {
 	// answering must not hold Close past its deadline.
 	defer r.endLife()
 	defer context.AfterFunc(ctx, r.endLife)()
-	close(r.stop)
+	r.stopLoop()
 	<-r.loopDone
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
