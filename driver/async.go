@@ -18,24 +18,6 @@ import (
 // of franz-go's own Produce loop (seven runs), at 256 at 0.95x (five).
 const DefaultAsyncInFlight = 256
 
-// AsyncSender is optionally implemented by a PublishDriver whose client
-// pipelines natively (Kafka's Produce with a promise per record).
-// SendBatchAsync hands msgs (one batch within the driver's limits, checked
-// already) to the client and returns without waiting for the broker; done
-// is called exactly once with what SendBatch would have returned, on any
-// goroutine, possibly before SendBatchAsync returns. It may block only on
-// the client's own buffer limits, honouring ctx. When ctx ends before the
-// broker answered, done must be called promptly with an error that says
-// the outcome is unknown, as SendBatch returns it. The Publisher does not
-// send again what SendBatchAsync reports failed (Retryable marks are taken
-// as they are): a pipelining client retries on its own (franz-go does,
-// within its delivery timeout and the ctx). Without AsyncSender,
-// Publisher.PublishAsync runs SendBatch on a goroutine of its own, with
-// the retries of Publish.
-type AsyncSender interface {
-	SendBatchAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error))
-}
-
 // errNoDone is PublishAsync's answer to a nil done func.
 var errNoDone = errors.New("relay: PublishAsync needs a done func to report the outcome to")
 
