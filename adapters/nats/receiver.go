@@ -96,7 +96,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 
 // ackInfo reads the delivery count and the stream sequence from the
 // reply subject of a JetStream delivery, without allocating (nats.go's
-// Metadata allocates and parses every field, which showed in profiles).
+// Metadata allocates and parses every field, on every delivery).
 // The subject is "$JS.ACK.<stream>.<consumer>.<delivered>.<stream
 // seq>.<consumer seq>.<time>.<pending>" (9 tokens), or, from newer
 // servers, with "<domain>.<account hash>" after "$JS.ACK." and possibly

@@ -227,8 +227,7 @@ func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, err
 // read sends a command of a read step and returns its raw reply, which
 // stays valid until the next read: the reply is streamed into r.reply, a
 // buffer the receiver keeps, instead of DoRaw's new slice grown by
-// doubling for every reply (a third of a Redis consumer's own CPU went to
-// that growth). The parsers copy what they keep out of the reply. Unlike
+// doubling for every reply, a cost paid on every read step. The parsers copy what they keep out of the reply. Unlike
 // DoRaw, go-redis does not retry such a command; the shared layer retries
 // the failed Receive.
 func (r *receiver) read(ctx context.Context, c *redis.Client, args ...any) ([]byte, error) {
