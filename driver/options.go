@@ -54,3 +54,18 @@ func ParseBytes(v string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+// GroupRequired is the reason a subscriber without a group is refused,
+// for adapters' URL parsers (urlopt's Params.Group says it) and config
+// checks (CheckGroup), so that every adapter says it alike.
+const GroupRequired = "required: the name of this subscriber's group of competing consumers"
+
+// CheckGroup is the error of a subscriber config of backend without a
+// group ("relay/<backend>: Group is required: ..."), nil when group is
+// set; for Validate methods.
+func CheckGroup(backend, group string) error {
+	if group != "" {
+		return nil
+	}
+	return fmt.Errorf("relay/%s: Group is %s", backend, GroupRequired)
+}

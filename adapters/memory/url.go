@@ -38,12 +38,9 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	p := urlopt.New(u)
 	c := urlConfig{broker: brokerName(u), pub: PublisherConfig{MaxBytes: p.Size("max_bytes", DefaultMaxBytes, 1)}}
 	c.sub = SubscriberConfig{
-		Group:         p.String("group", ""),
+		Group:         p.Group(subscriber),
 		InFlight:      p.Int("inflight", 64, 1),
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
-	}
-	if subscriber && c.sub.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
 	return c, p.Err()
 }

@@ -117,16 +117,13 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	}
 
 	c.sub = SubscriberConfig{
-		Group:         p.String("group", ""),
+		Group:         p.Group(subscriber),
 		InFlight:      p.Int("inflight", DefaultInFlight, 1),
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
 		AckWait:       p.Duration("ack_wait", DefaultAckWait),
 		MaxDeliver:    p.Int("max_deliver", 0, 0),
 		MaxAckPending: p.Int("max_ack_pending", DefaultMaxAckPending, 1),
 		FetchWait:     p.Duration("fetch_wait", DefaultFetchWait),
-	}
-	if subscriber && c.sub.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
 	if c.sub.AckWait < time.Second {
 		p.Fail("ack_wait", "must be at least 1s")

@@ -72,7 +72,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		p.Fail("maxage", "maxlen and maxage exclude each other")
 	}
 	c.sub = SubscriberConfig{
-		Group:         p.String("group", ""),
+		Group:         p.Group(subscriber),
 		Consumer:      p.String("consumer", ""),
 		Prefix:        prefix,
 		Start:         p.Enum("start", DefaultStart, StartOldest, StartNewest),
@@ -85,9 +85,6 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	}
 	if c.sub.ConsumerTTL = p.Duration("consumer_ttl", DefaultConsumerTTL); c.sub.ConsumerTTL == 0 {
 		c.sub.ConsumerTTL = -1 // consumer_ttl=0: never remove idle consumers
-	}
-	if subscriber && c.sub.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
 	if c.sub.Consumer == HandbackConsumer {
 		p.Fail("consumer", "%q is reserved", HandbackConsumer)

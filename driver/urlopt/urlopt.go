@@ -215,3 +215,13 @@ func Address(u *url.URL, defaultPort string) string {
 	}
 	return net.JoinHostPort(host, port)
 }
+
+// Group returns the value of group=, the subscriber's group, and for a
+// subscriber (subscriber true) reports it missing as driver.GroupRequired.
+func (p *Params) Group(subscriber bool) string {
+	g := p.String("group", "")
+	if subscriber && g == "" {
+		p.Fail("group", "%s", driver.GroupRequired)
+	}
+	return g
+}

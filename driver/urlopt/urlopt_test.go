@@ -138,3 +138,25 @@ func TestAddress(t *testing.T) {
 		}
 	}
 }
+
+func TestGroup(t *testing.T) {
+	u, _ := url.Parse("x://h?a=1")
+	p := New(u)
+	if g := p.Group(false); g != "" {
+		t.Fatalf("Group = %q", g)
+	}
+	if p.Has("a"); p.Err() != nil {
+		t.Fatalf("a publisher needs no group: %v", p.Err())
+	}
+	p = New(u)
+	p.Has("a")
+	p.Group(true)
+	var ue *relay.URLError
+	if err := p.Err(); !errors.As(err, &ue) || ue.Param != "group" || !strings.Contains(ue.Reason, "required") {
+		t.Fatalf("subscriber without a group: %v", err)
+	}
+	u, _ = url.Parse("x://h?group=g")
+	if g := New(u).Group(true); g != "g" {
+		t.Fatalf("Group = %q", g)
+	}
+}

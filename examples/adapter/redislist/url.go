@@ -82,7 +82,7 @@ func ParseURL(u *url.URL, subscriber bool) (Config, error) {
 		c.Redis.TLSConfig = tf.Build(u.Hostname(), p.Fail)
 	}
 	c.Prefix = p.String("prefix", DefaultPrefix)
-	c.Group = p.String("group", "")
+	c.Group = p.Group(subscriber)
 	c.InFlight = p.Int("inflight", DefaultInFlight, 1)
 	c.InFlightBytes = p.Bytes("inflight_bytes", 0)
 	c.Block = p.Duration("block", DefaultBlock)
@@ -94,9 +94,6 @@ func ParseURL(u *url.URL, subscriber bool) (Config, error) {
 		p.Fail("block", "%v is below the minimum %v", c.Block, minBlock)
 	case c.Block > c.Lease/2:
 		p.Fail("block", "%v is over half the lease (%v): a consumer waiting that long could be taken for dead", c.Block, c.Lease)
-	}
-	if subscriber && c.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
 	if strings.Contains(c.Group, ":") {
 		p.Fail("group", "%q contains ':', which separates the parts of this adapter's key names", c.Group)
