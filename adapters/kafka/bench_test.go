@@ -16,7 +16,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // The benchmarks compare relay with franz-go (kgo) used directly for the

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/kfakeopts"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/kfakeopts"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 
 	_ "github.com/go-relay/relay/adapters/kafka"
 )

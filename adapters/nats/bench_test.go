@@ -12,7 +12,7 @@ import (
 	"github.com/go-relay/relay"
 	relaynats "github.com/go-relay/relay/adapters/nats"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // BenchmarkRatio compares relay with nats.go's jetstream package doing

@@ -8,7 +8,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestDelayedHeldByNak: a delayed message is in the stream at once, with

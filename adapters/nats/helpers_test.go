@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaynats "github.com/go-relay/relay/adapters/nats"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // natsURL is the server the tests use (RELAY_TEST_NATS_URL or the local

@@ -5,7 +5,7 @@ import (
 
 	_ "github.com/go-relay/relay/adapters/postgres"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestConformance(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // Benchmarks compare relay with go-redis doing the same work on the same

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // TestRequestReply runs the request/reply conformance checks: the
