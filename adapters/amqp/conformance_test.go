@@ -56,14 +56,7 @@ func harness(t *testing.T, c *cleaner, kv ...string) drivertest.Harness {
 func TestConformance(t *testing.T) {
 	c := newCleaner(t)
 	h := harness(t, c)
-	h.HungBroker = func(t testing.TB) drivertest.HungBroker {
-		proxied, p := testenv.ProxyURL(t, brokerURL(t))
-		return drivertest.HungBroker{
-			PublisherURL:  proxied,
-			SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
-			Hang:          p.Hang,
-		}
-	}
+	h.HungBroker = testenv.HungBroker(brokerURL(t))
 	if why := canRestart(t); why == "" {
 		h.Restart = restartBroker
 	} else {

@@ -52,16 +52,7 @@ func TestDelayedHeldByNak(t *testing.T) {
 
 func recv(t *testing.T, ch <-chan *relay.Message) *relay.Message {
 	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatal("subscription ended")
-		}
-		return m
-	case <-time.After(20 * time.Second):
-		t.Fatal("no message within 20s")
-	}
-	return nil
+	return relaytest.Next(t, ch, "the next message")
 }
 
 func BenchmarkDelayLateness(b *testing.B) {

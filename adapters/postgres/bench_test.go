@@ -16,26 +16,18 @@ import (
 )
 
 // BenchmarkRatio compares relay with pgx doing the same work by hand on
-// the same server in the same run, alternating in rounds (relay first in
-// even rounds, pgx first in odd ones) over b.N messages each, and reports
-// the median rate of each side and their ratio, so that load from other
-// processes weighs on both alike. Use a fixed count, e.g. -benchtime
-// 20000x. 100-byte payloads; publish in batches of 100 (one transaction
-// with one insert per message and a NOTIFY); consume with a window of 256:
-// claim with SKIP LOCKED, then delete the delivery rows and the message
-// rows of each batch.
+// the same server in the same run (relaytest.PublishConsumeRatio): the
+// raw side publishes each batch in one transaction with one insert per
+// message and a NOTIFY, and consumes by claiming with SKIP LOCKED, then
+// deleting the delivery rows and the message rows of each batch. Use a
+// fixed count, e.g. -benchtime 20000x.
 func BenchmarkRatio(b *testing.B) {
-	const rounds = 5
-	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
-		relaytest.CompareRates(b, rounds, relayRate, rawRate)
-	}
-	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
-	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+	relaytest.PublishConsumeRatio(b, relayPublishRate, rawPublishRate, relayConsumeRate, rawConsumeRate)
 }
 
 const (
-	benchBatch  = 100
-	benchWindow = 256
+	benchBatch  = relaytest.RatioBatch
+	benchWindow = relaytest.RatioWindow
 )
 
 // The statements a hand-written pgx program would use on relay's tables.

@@ -12,15 +12,8 @@ func TestConformance(t *testing.T) {
 	base := pgURL(t)
 	h := drivertest.Harness{
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) drivertest.HungBroker {
-			proxied, p := testenv.ProxyURL(t, base)
-			return drivertest.HungBroker{
-				PublisherURL:  proxied,
-				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
-				Hang:          p.Hang,
-			}
-		},
+		SubscriberURL: testenv.GroupURL(base),
+		HungBroker:    testenv.HungBroker(base),
 	}
 	if why := local.CanRestart(t); why == "" {
 		h.Restart = local.Restart

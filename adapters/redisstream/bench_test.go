@@ -21,8 +21,8 @@ import (
 // (XREADGROUP COUNT 256) and acknowledged in XACK batches.
 
 const (
-	benchBatch  = 100
-	benchWindow = 256
+	benchBatch  = relaytest.RatioBatch
+	benchWindow = relaytest.RatioWindow
 )
 
 func BenchmarkPublish(b *testing.B) {
@@ -178,41 +178,20 @@ func BenchmarkConsumeAck(b *testing.B) {
 	})
 }
 
-// BenchmarkRatio alternates relay and go-redis in rounds (relay first in
-// even rounds, raw first in odd ones) over b.N messages each and reports
-// the median rate of each side and their ratio, so that load from other
-// processes on the machine weighs on both sides alike. Use a fixed count,
-// e.g. -benchtime 20000x.
+// BenchmarkRatio compares relay with go-redis doing the same work on the
+// same server in the same run (relaytest.PublishConsumeRatio): the raw
+// side pipelines one XADD per message, and reads with XREADGROUP and acks
+// each batch with one XACK. Use a fixed count, e.g. -benchtime 20000x.
 func BenchmarkRatio(b *testing.B) {
-	const rounds = 5
-	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
-		relaytest.CompareRates(b, rounds, relayRate, rawRate)
-	}
-	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
-	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+	relaytest.PublishConsumeRatio(b, relayPublishRate, rawPublishRate, relayConsumeRate, rawConsumeRate)
 }
 
 func relayPublishRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	raw := rawClient(b)
 	pub := openPub(b)
 	topic := relaytest.Unique("bench-pub")
-	defer raw.Del(ctx, topic)
-	payload := make([]byte, 100)
-	batch := make([]*relay.Message, benchBatch)
-	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
-		for j := range batch[:k] {
-			batch[j] = relay.NewMessage(payload)
-		}
-		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = pub.Close()
-	return rate
+	defer raw.Del(context.Background(), topic)
+	return relaytest.PublishRate(b, pub, topic, n, benchBatch, make([]byte, relaytest.RatioPayload))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -243,32 +222,13 @@ func rawPublishRate(b *testing.B, n int) float64 {
 }
 
 func relayConsumeRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	raw := rawClient(b)
 	topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
-	defer raw.Del(ctx, topic)
+	defer raw.Del(context.Background(), topic)
 	sub := openSub(b, group, "inflight", fmt.Sprint(benchWindow))
 	provision(b, sub, topic)
 	fill(b, raw, topic, n)
-	start := time.Now()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch, err := sub.Subscribe(sctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range n {
-		m, ok := <-ch
-		if !ok {
-			b.Fatal("channel closed")
-		}
-		if err := m.Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = sub.Close()
-	return rate
+	return relaytest.AckLoopRate(b, sub, topic, n, nil)
 }
 
 func rawConsumeRate(b *testing.B, n int) float64 {

@@ -16,15 +16,8 @@ func TestConformance(t *testing.T) {
 	base := redisURL(t)
 	h := drivertest.Harness{
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) drivertest.HungBroker {
-			proxied, p := testenv.ProxyURL(t, base)
-			return drivertest.HungBroker{
-				PublisherURL:  proxied,
-				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
-				Hang:          p.Hang,
-			}
-		},
+		SubscriberURL: testenv.GroupURL(base),
+		HungBroker:    testenv.HungBroker(base),
 	}
 	if why := canRestart(t); why == "" {
 		h.Restart = restartRedis

@@ -14,7 +14,7 @@ func TestRequestReply(t *testing.T) {
 	base := redisURL(t)
 	drivertest.RunRequestReply(t, drivertest.Harness{
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
+		SubscriberURL: testenv.GroupURL(base),
 		TopicExists: func(t testing.TB, topic string) bool {
 			n, err := rawClient(t).Exists(context.Background(), topic).Result()
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/driver/drivertest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // The benchmarks compare relay with the plain SDK doing the same work on
@@ -307,8 +308,10 @@ func BenchmarkLatency(b *testing.B) {
 			b.Cleanup(func() { deleteQueues(q, topic) })
 			return topic
 		},
-		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, baseURL(t, relaysqs.SchemeSQS)) },
-		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber { return openSub(t, baseURL(t, relaysqs.SchemeSQS)) },
+		NewPublisher: func(t testing.TB) relay.Publisher { return relaytest.OpenPublisher(t, baseURL(t, relaysqs.SchemeSQS)) },
+		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber {
+			return relaytest.OpenSubscriber(t, baseURL(t, relaysqs.SchemeSQS))
+		},
 	}
 	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		cq, _ := rawClients(b, nil)

@@ -83,26 +83,6 @@ func name(prefix string) string {
 	return "relay-test-" + prefix + "-" + id[len(id)-12:]
 }
 
-func openPub(t testing.TB, raw string) relay.Publisher {
-	t.Helper()
-	p, err := relay.OpenPublisher(context.Background(), raw)
-	if err != nil {
-		t.Fatalf("OpenPublisher(%s): %v", relay.Redact(raw), err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
-func openSub(t testing.TB, raw string) relay.Subscriber {
-	t.Helper()
-	s, err := relay.OpenSubscriber(context.Background(), raw)
-	if err != nil {
-		t.Fatalf("OpenSubscriber(%s): %v", relay.Redact(raw), err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
 // provision is relaytest.Provision for the subscribers openSub returns.
 func provision(t testing.TB, s relay.Subscriber, topic string) {
 	t.Helper()

@@ -155,7 +155,7 @@ func provisionedSub(t *testing.T, scheme, topic string, fifo bool) relay.Subscri
 	if scheme == relaysqs.SchemeSNS {
 		extra = append(extra, "group=g")
 	}
-	sub := openSub(t, baseURL(t, scheme, extra...))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, scheme, extra...))
 	provision(t, sub, topic)
 	return sub
 }

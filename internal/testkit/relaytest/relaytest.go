@@ -26,7 +26,37 @@ const (
 	PublishTimeout = 60 * time.Second
 	// WaitLimit is how long Next waits for a message.
 	WaitLimit = 30 * time.Second
+	// OpenTimeout bounds opening a publisher or subscriber.
+	OpenTimeout = 20 * time.Second
 )
+
+// OpenPublisher opens a publisher for raw within OpenTimeout, failing the
+// test otherwise, and closes it when the test ends.
+func OpenPublisher(t testing.TB, raw string) relay.Publisher {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), OpenTimeout)
+	defer cancel()
+	p, err := relay.OpenPublisher(ctx, raw)
+	if err != nil {
+		t.Fatalf("OpenPublisher(%s): %v", relay.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// OpenSubscriber opens a subscriber for raw within OpenTimeout, failing
+// the test otherwise, and closes it when the test ends.
+func OpenSubscriber(t testing.TB, raw string) relay.Subscriber {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), OpenTimeout)
+	defer cancel()
+	s, err := relay.OpenSubscriber(ctx, raw)
+	if err != nil {
+		t.Fatalf("OpenSubscriber(%s): %v", relay.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
 
 // Provision creates topic's durable topology for p's group, failing the
 // test if that takes longer than ProvisionTimeout or returns an error.
