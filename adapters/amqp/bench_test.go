@@ -265,19 +265,7 @@ func relayConsumeRate(b *testing.B, n, window int) float64 {
 	group := unique("g")
 	topic := fillQueue(b, c, group, n)
 	sub := openSub(b, c, group, "inflight", fmt.Sprint(window))
-	start := time.Now()
-	ch, cancel := relaytest.Subscribe(b, sub, topic)
-	defer cancel()
-	for range n {
-		m, ok := <-ch
-		if !ok {
-			b.Fatal("channel closed")
-		}
-		if err := m.Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return float64(n) / time.Since(start).Seconds()
+	return relaytest.AckLoopRate(b, sub, topic, n, nil)
 }
 
 func rawConsumeRate(b *testing.B, n, window int) float64 {

@@ -34,28 +34,26 @@ const (
 // test otherwise, and closes it when the test ends.
 func OpenPublisher(t testing.TB, raw string) relay.Publisher {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), OpenTimeout)
-	defer cancel()
-	p, err := relay.OpenPublisher(ctx, raw)
-	if err != nil {
-		t.Fatalf("OpenPublisher(%s): %v", relay.Redact(raw), err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
+	return open(t, raw, "OpenPublisher", relay.OpenPublisher)
 }
 
 // OpenSubscriber opens a subscriber for raw within OpenTimeout, failing
 // the test otherwise, and closes it when the test ends.
 func OpenSubscriber(t testing.TB, raw string) relay.Subscriber {
 	t.Helper()
+	return open(t, raw, "OpenSubscriber", relay.OpenSubscriber)
+}
+
+func open[T interface{ Close() error }](t testing.TB, raw, what string, openFn func(context.Context, string) (T, error)) T {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), OpenTimeout)
 	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, raw)
+	v, err := openFn(ctx, raw)
 	if err != nil {
-		t.Fatalf("OpenSubscriber(%s): %v", relay.Redact(raw), err)
+		t.Fatalf("%s(%s): %v", what, relay.Redact(raw), err)
 	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	t.Cleanup(func() { _ = v.Close() })
+	return v
 }
 
 // Provision creates topic's durable topology for p's group, failing the
