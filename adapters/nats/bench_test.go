@@ -25,11 +25,6 @@ func BenchmarkRatio(b *testing.B) {
 	relaytest.PublishConsumeRatio(b, relayPublishRate, rawPublishRate, relayConsumeRate, rawConsumeRate)
 }
 
-const (
-	benchBatch  = relaytest.RatioBatch
-	benchWindow = relaytest.RatioWindow
-)
-
 // benchStream creates topic's stream as the adapter would and deletes it
 // when the round ends.
 func benchStream(b *testing.B, js jetstream.JetStream, topic string) func() {
@@ -45,7 +40,7 @@ func relayPublishRate(b *testing.B, n int) float64 {
 	_, js := rawJS(b)
 	topic := newName("bench.pub.")
 	defer benchStream(b, js, topic)()
-	return relaytest.PublishRate(b, openPub(b), topic, n, benchBatch, make([]byte, relaytest.RatioPayload))
+	return relaytest.PublishRate(b, openPub(b), topic, n, relaytest.RatioBatch, make([]byte, relaytest.RatioPayload))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -53,10 +48,10 @@ func rawPublishRate(b *testing.B, n int) float64 {
 	topic := newName("bench.pub.")
 	defer benchStream(b, js, topic)()
 	payload := make([]byte, 100)
-	futures := make([]jetstream.PubAckFuture, benchBatch)
+	futures := make([]jetstream.PubAckFuture, relaytest.RatioBatch)
 	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
+	for done := 0; done < n; done += relaytest.RatioBatch {
+		k := min(relaytest.RatioBatch, n-done)
 		for j := range k {
 			msg := &natsgo.Msg{Subject: topic, Data: payload, Header: natsgo.Header{jetstream.MsgIDHeader: {relay.NewID()}}}
 			f, err := js.PublishMsgAsync(msg)
@@ -100,7 +95,7 @@ func relayConsumeRate(b *testing.B, n int) float64 {
 	_, js := rawJS(b)
 	topic := newName("bench.consume.")
 	defer benchStream(b, js, topic)()
-	sub := openSub(b, newName("g"), "inflight", fmt.Sprint(benchWindow))
+	sub := openSub(b, newName("g"), "inflight", fmt.Sprint(relaytest.RatioWindow))
 	relaytest.Provision(b, sub.(relay.Provisioner), topic)
 	fill(b, js, topic, n)
 	return relaytest.AckLoopRate(b, sub, topic, n, func(m *relay.Message) error {
@@ -125,7 +120,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 	fill(b, js, topic, n)
 	start := time.Now()
 	for got := 0; got < n; {
-		batch, err := c.Fetch(min(benchWindow, n-got), jetstream.FetchMaxWait(time.Second))
+		batch, err := c.Fetch(min(relaytest.RatioWindow, n-got), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -25,11 +25,6 @@ func BenchmarkRatio(b *testing.B) {
 	relaytest.PublishConsumeRatio(b, relayPublishRate, rawPublishRate, relayConsumeRate, rawConsumeRate)
 }
 
-const (
-	benchBatch  = relaytest.RatioBatch
-	benchWindow = relaytest.RatioWindow
-)
-
 // The statements a hand-written pgx program would use on relay's tables.
 func sqlFor(q string) string {
 	return strings.ReplaceAll(q, "S.", pgx.Identifier{testSchema}.Sanitize()+".")
@@ -73,9 +68,9 @@ func analyze(b *testing.B, pool *pgxpool.Pool) {
 func rawPublish(b *testing.B, pool *pgxpool.Pool, topic string, n int) {
 	ctx := context.Background()
 	payload := make([]byte, 100)
-	for done := 0; done < n; done += benchBatch {
+	for done := 0; done < n; done += relaytest.RatioBatch {
 		batch := &pgx.Batch{}
-		for range min(benchBatch, n-done) {
+		for range min(relaytest.RatioBatch, n-done) {
 			batch.Queue(rawInsert, topic, relay.NewID(), payload)
 		}
 		batch.Queue(`SELECT pg_notify($1, $2)`, "relay_"+testSchema, topic)
@@ -98,7 +93,7 @@ func provisioned(b *testing.B, pool *pgxpool.Pool) (topic, group string) {
 func relayPublishRate(b *testing.B, n int) float64 {
 	pub := openPub(b)
 	topic, _ := provisioned(b, rawPool(b))
-	return relaytest.PublishRate(b, pub, topic, n, benchBatch, make([]byte, 100))
+	return relaytest.PublishRate(b, pub, topic, n, relaytest.RatioBatch, make([]byte, 100))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -128,7 +123,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 	analyze(b, pool)
 	start := time.Now()
 	for got := 0; got < n; {
-		rows, err := pool.Query(ctx, rawClaim, topic, group, benchWindow)
+		rows, err := pool.Query(ctx, rawClaim, topic, group, relaytest.RatioWindow)
 		if err != nil {
 			b.Fatal(err)
 		}

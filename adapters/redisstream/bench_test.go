@@ -20,11 +20,6 @@ import (
 // published in pipelined batches of 100; consumed with a window of 256
 // (XREADGROUP COUNT 256) and acknowledged in XACK batches.
 
-const (
-	benchBatch  = relaytest.RatioBatch
-	benchWindow = relaytest.RatioWindow
-)
-
 func BenchmarkPublish(b *testing.B) {
 	payload := make([]byte, 100)
 	ctx := context.Background()
@@ -33,11 +28,11 @@ func BenchmarkPublish(b *testing.B) {
 		pub := openPub(b)
 		topic := relaytest.Unique("bench-pub")
 		b.Cleanup(func() { raw.Del(ctx, topic) })
-		batch := make([]*relay.Message, benchBatch)
+		batch := make([]*relay.Message, relaytest.RatioBatch)
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		cpu := startCPU(b)
-		for i := 0; i < b.N; i += benchBatch {
+		for i := 0; i < b.N; i += relaytest.RatioBatch {
 			for j := range batch {
 				batch[j] = relay.NewMessage(payload)
 			}
@@ -54,9 +49,9 @@ func BenchmarkPublish(b *testing.B) {
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		cpu := startCPU(b)
-		for i := 0; i < b.N; i += benchBatch {
+		for i := 0; i < b.N; i += relaytest.RatioBatch {
 			cmds, err := raw.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for j := 0; j < benchBatch; j++ {
+				for j := 0; j < relaytest.RatioBatch; j++ {
 					p.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"id", relay.NewID(), "payload", payload}})
 				}
 				return nil
@@ -151,10 +146,10 @@ func BenchmarkConsumeAck(b *testing.B) {
 		b.SetBytes(100)
 		b.ReportAllocs()
 		cpu := startCPU(b)
-		ids := make([]string, 0, benchWindow)
+		ids := make([]string, 0, relaytest.RatioWindow)
 		for got := 0; got < b.N; {
 			res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{
-				Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: benchWindow, Block: time.Second,
+				Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: relaytest.RatioWindow, Block: time.Second,
 			}).Result()
 			if err != nil {
 				b.Fatal(err)
@@ -191,7 +186,7 @@ func relayPublishRate(b *testing.B, n int) float64 {
 	pub := openPub(b)
 	topic := relaytest.Unique("bench-pub")
 	defer raw.Del(context.Background(), topic)
-	return relaytest.PublishRate(b, pub, topic, n, benchBatch, make([]byte, relaytest.RatioPayload))
+	return relaytest.PublishRate(b, pub, topic, n, relaytest.RatioBatch, make([]byte, relaytest.RatioPayload))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -201,8 +196,8 @@ func rawPublishRate(b *testing.B, n int) float64 {
 	defer raw.Del(ctx, topic)
 	payload := make([]byte, 100)
 	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
+	for done := 0; done < n; done += relaytest.RatioBatch {
+		k := min(relaytest.RatioBatch, n-done)
 		cmds, err := raw.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for range k {
 				p.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"id", relay.NewID(), "payload", payload}})
@@ -225,7 +220,7 @@ func relayConsumeRate(b *testing.B, n int) float64 {
 	raw := rawClient(b)
 	topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
 	defer raw.Del(context.Background(), topic)
-	sub := openSub(b, group, "inflight", fmt.Sprint(benchWindow))
+	sub := openSub(b, group, "inflight", fmt.Sprint(relaytest.RatioWindow))
 	provision(b, sub, topic)
 	fill(b, raw, topic, n)
 	return relaytest.AckLoopRate(b, sub, topic, n, nil)
@@ -240,11 +235,11 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 		b.Fatal(err)
 	}
 	fill(b, raw, topic, n)
-	ids := make([]string, 0, benchWindow)
+	ids := make([]string, 0, relaytest.RatioWindow)
 	start := time.Now()
 	for got := 0; got < n; {
 		res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: benchWindow, Block: time.Second,
+			Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: relaytest.RatioWindow, Block: time.Second,
 		}).Result()
 		if err != nil {
 			b.Fatal(err)
