@@ -18,7 +18,8 @@ var idState struct {
 	// random is a ChaCha8 generator (a CSPRNG that erases its past key as
 	// it goes) seeded from crypto/rand, and reseeded every idReseed IDs:
 	// an ID's random bits cost a few nanoseconds, where reading
-	// crypto/rand, even 32 IDs' worth at a time, cost ~60 ns of CPU per ID.
+	// crypto/rand, even 32 IDs' worth at a time, costs many times that
+	// per ID.
 	random *mrand.ChaCha8
 	left   int // IDs until the next reseed
 	// The clock: Unix time in ns is offset plus the monotonic time since

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // BenchmarkForwardMem measures the bridge's own cost: a route forwarding

@@ -17,7 +17,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	_ "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // benchPayload is the payload size of the benchmarks' messages.

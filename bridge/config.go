@@ -2,12 +2,12 @@ package bridge
 
 import (
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Defaults of Config fields left zero.
@@ -15,33 +15,22 @@ const (
 	DefaultHTTPAddress     = "127.0.0.1:9470"
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultConcurrency     = 512
-	// DefaultSourceInFlight is the window of this module's sources but
-	// amqp:// and kafka:// (see DefaultSourceWindow), and of exactly-once
-	// kafka:// routes; their adapters also bound it in bytes
-	// (InFlightBytes), so large messages stop well before it.
-	DefaultSourceInFlight = 1024
-	// DefaultSourceInFlightAMQP is the window of amqp:// sources: RabbitMQ
-	// pushes up to the prefetch count of messages whatever their size (it
-	// has no prefetch in bytes), so there the window bounds memory by
-	// count alone.
-	DefaultSourceInFlightAMQP = 256
-	// DefaultSourceInFlightKafka is the window of kafka:// sources: a
-	// Kafka source settles by committing offsets, one round trip per
-	// settlement batch, and a larger window keeps records flowing
-	// meanwhile (kafka -> kafka forwarded 30% faster than with 1024).
-	// Exactly-once routes keep DefaultSourceInFlight: their window is one
-	// transaction, which a nack or a rebalance aborts whole.
-	DefaultSourceInFlightKafka = 4096
-	DefaultBatch               = 100
-	MaxConcurrency             = 4096
-	DefaultPublishTimeout      = 30 * time.Second
-	DefaultLogLevel            = "info"
-	DefaultLogFormat           = "text"
-	DefaultSummaryInterval     = 30 * time.Second
-	DefaultDedupTTL            = 24 * time.Hour
-	DefaultRetryAttempts       = 5
-	DefaultRetryInitial        = 100 * time.Millisecond
-	DefaultRetryMax            = 10 * time.Second
+	// DefaultSourceInFlight bounds the window of an exactly-once route's
+	// source, whatever its adapter declares (see DefaultSourceWindow):
+	// there the window is one transaction, which a nack or a rebalance
+	// aborts whole. It is also the window most adapters of this module
+	// declare (driver.DefaultSourceWindow).
+	DefaultSourceInFlight  = driver.DefaultSourceWindow
+	DefaultBatch           = 100
+	MaxConcurrency         = 4096
+	DefaultPublishTimeout  = 30 * time.Second
+	DefaultLogLevel        = "info"
+	DefaultLogFormat       = "text"
+	DefaultSummaryInterval = 30 * time.Second
+	DefaultDedupTTL        = 24 * time.Hour
+	DefaultRetryAttempts   = 5
+	DefaultRetryInitial    = 100 * time.Millisecond
+	DefaultRetryMax        = 10 * time.Second
 	// DefaultCaughtUpAfter is how long a route's source must stay empty
 	// before the route is caught up (Route.CaughtUpAfter).
 	DefaultCaughtUpAfter = 5 * time.Second
@@ -213,10 +202,11 @@ type Source struct {
 	// ("inflight"), set as inflight= on the URL unless the URL has it.
 	// Forwarding is bound by window ÷ (consume + publish latency), so a
 	// bridge wants a larger window than an application. Default
-	// DefaultSourceWindow: 1024 for the schemes of this module (all take
-	// inflight=), but 256 for amqp://, whose prefetch counts messages, not
-	// bytes, and 4096 for kafka:// (1024 on an exactly-once route); for
-	// other schemes only when set.
+	// DefaultSourceWindow: the window the source's adapter declares
+	// (relay.URLDefaults; 1024 on most schemes of this module, 256 on
+	// amqp://, 4096 on kafka://), at most DefaultSourceInFlight on an
+	// exactly-once route; for an adapter that declares none, only when
+	// set.
 	InFlight int
 	// InFlightBytes bounds the payload and metadata bytes of the window
 	// beside InFlight ("inflight_bytes", a number of bytes or a size such
@@ -372,41 +362,12 @@ func (c Config) withDefaults() Config {
 // documented default. c is not modified.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
-// scheme returns raw's URL scheme in lower case ("" when raw does not
-// parse).
-func scheme(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(u.Scheme)
-}
-
-// builtinScheme reports whether raw uses a scheme of this module's
-// adapters, which all take inflight=.
-func builtinScheme(raw string) bool {
-	switch scheme(raw) {
-	case "mem", "redis", "rediss", "amqp", "amqps", "kafka", "sqs", "sns", "nats", "postgres", "postgresql", "sqlite":
-		return true
-	}
-	return false
-}
-
 // DefaultSourceWindow returns the window (Source.InFlight) a route
-// subscribes with when it sets none: DefaultSourceInFlightAMQP for
-// amqp:// and amqps://, DefaultSourceInFlightKafka for kafka://,
-// DefaultSourceInFlight for the other schemes of this module, and 0 (the
-// adapter's own default) for any other scheme. An exactly-once route
+// subscribes with when it sets none: the one the adapter registered for
+// the URL's scheme declares (relay.URLDefaults.SourceWindow), or 0 (the
+// adapter's own default) when it declares none. An exactly-once route
 // takes at most DefaultSourceInFlight.
 func DefaultSourceWindow(sourceURL string) int {
-	switch scheme(sourceURL) {
-	case "amqp", "amqps":
-		return DefaultSourceInFlightAMQP
-	case "kafka":
-		return DefaultSourceInFlightKafka
-	}
-	if builtinScheme(sourceURL) {
-		return DefaultSourceInFlight
-	}
-	return 0
+	d, _ := relay.DefaultsOf(sourceURL)
+	return d.SourceWindow
 }

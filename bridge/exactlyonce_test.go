@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // kafkaURL is a kfake cluster for this test (or the real one of

@@ -21,7 +21,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/kafka"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/middleware/tracing"
 	"github.com/go-relay/relay/router"
 )

@@ -27,7 +27,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // slowScheme is a destination that takes 2 ms per message and keeps

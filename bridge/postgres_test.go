@@ -16,7 +16,7 @@ import (
 	"github.com/go-relay/relay/adapters/postgres"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // outbox is a PostgreSQL schema of its own for one test (dropped at the

@@ -32,7 +32,7 @@ import (
 	"github.com/go-relay/relay/adapters/redisstream"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The raw client libraries doing a bridge's two halves on the same

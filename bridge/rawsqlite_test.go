@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay/adapters/sqlite"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // --- SQLite: database/sql with modernc.org/sqlite on relay's tables ---

@@ -76,18 +76,20 @@ func newRoute(rc Route, shutdown time.Duration, log *slog.Logger, m routeMetrics
 }
 
 // sourceURL is the URL the route subscribes with: the configured one plus
-// group=, inflight= and inflight_bytes= unless it has them, and for
-// kafka:// share_payloads=true unless it says otherwise (a route only reads
-// payloads, so it need not pay a copy per message).
+// group=, inflight= and inflight_bytes= unless it has them, and the
+// parameters the source's adapter declares for a consumer that only
+// forwards (relay.URLDefaults.SourceParams) unless it sets them.
 func sourceURL(s Source) string {
 	raw := withGroup(s.URL, s.Group)
-	share := scheme(raw) == "kafka"
-	if s.InFlight <= 0 && s.InFlightBytes <= 0 && !share {
+	d, _ := relay.DefaultsOf(raw)
+	if s.InFlight <= 0 && s.InFlightBytes <= 0 && len(d.SourceParams) == 0 {
 		return raw
 	}
 	return withQuery(raw, func(q url.Values) {
-		if share && !q.Has("share_payloads") {
-			q.Set("share_payloads", "true")
+		for k, v := range d.SourceParams {
+			if !q.Has(k) {
+				q.Set(k, v)
+			}
 		}
 		if s.InFlight > 0 && q.Get("inflight") == "" {
 			q.Set("inflight", strconv.Itoa(s.InFlight))

@@ -1,10 +1,36 @@
 package bridge
 
 import (
+	"context"
+	"net/url"
 	"testing"
 
 	"github.com/go-relay/relay"
+	_ "github.com/go-relay/relay/adapters/amqp"
+	_ "github.com/go-relay/relay/adapters/kafka"
+	_ "github.com/go-relay/relay/adapters/nats"
+	_ "github.com/go-relay/relay/adapters/postgres"
+	_ "github.com/go-relay/relay/adapters/redisstream"
+	_ "github.com/go-relay/relay/adapters/sqs"
 )
+
+// declaring is an adapter of another module that declares its bridge
+// defaults; the bridge takes them as it takes this module's.
+type declaring struct{}
+
+func (declaring) OpenPublisher(context.Context, *url.URL) (relay.Publisher, error) {
+	return nil, relay.ErrNotSupported
+}
+
+func (declaring) OpenSubscriber(context.Context, *url.URL) (relay.Subscriber, error) {
+	return nil, relay.ErrNotSupported
+}
+
+func (declaring) URLDefaults() relay.URLDefaults {
+	return relay.URLDefaults{SourceWindow: 77, SourceParams: map[string]string{"mode": "forward"}}
+}
+
+func init() { relay.Register("declaring", declaring{}) }
 
 func TestSourceURL(t *testing.T) {
 	cases := []struct {
@@ -21,7 +47,9 @@ func TestSourceURL(t *testing.T) {
 		{Source{URL: "kafka://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=true"},
 		{Source{URL: "kafka://h:9092?share_payloads=false", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=false"},
 		{Source{URL: "KAFKA://h:9092", Group: "g"}, "kafka://h:9092?group=g&inflight=4096&share_payloads=true"},
-		{Source{URL: "custom://h", Group: "g"}, "custom://h?group=g"}, // not this module's: its adapter's default
+		{Source{URL: "custom://h", Group: "g"}, "custom://h?group=g"}, // declares nothing: its adapter's default
+		{Source{URL: "declaring://h", Group: "g"}, "declaring://h?group=g&inflight=77&mode=forward"},
+		{Source{URL: "declaring://h?mode=x", Group: "g", InFlight: 3}, "declaring://h?group=g&inflight=3&mode=x"},
 		{Source{URL: "nats://h", Group: "g", InFlight: 5}, "nats://h?group=g&inflight=5"},
 	}
 	for _, c := range cases {

@@ -78,9 +78,9 @@ func (r Route) validate(p *problems, path string) {
 	if u, err := url.Parse(r.From.URL); err == nil && r.From.URL != "" {
 		urlGroup := u.Query().Get("group")
 		switch {
-		case strings.EqualFold(u.Scheme, "sqs"):
+		case noGroup(r.From.URL):
 			if r.From.Group != "" || urlGroup != "" {
-				p.add(src+".group", "not used with sqs:// (the queue is the unit of competing consumers); use sns:// to give each group its own queue")
+				p.add(src+".group", "not used with %s (the queue is the unit of competing consumers); use sns:// to give each group its own queue", schemeOf(r.From.URL))
 			}
 		case r.From.Group == "" && urlGroup == "":
 			p.add(src+".group", "required (or group= in the URL): bridges in one group share the work")
@@ -262,8 +262,9 @@ func flatten(err error) []error {
 }
 
 // sourceAsPublisherURL returns the source URL without group=; ok is false
-// when other query parameters remain and the scheme is not one of this
-// module's, which all accept both sides' parameters on either side.
+// when other query parameters remain and the scheme's adapter does not
+// declare that its URLs take both sides' parameters on either side
+// (relay.URLDefaults.EitherSide).
 func sourceAsPublisherURL(raw string) (string, bool) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -271,7 +272,7 @@ func sourceAsPublisherURL(raw string) (string, bool) {
 	}
 	q := u.Query()
 	q.Del("group")
-	if len(q) > 0 && !builtinScheme(raw) {
+	if d, _ := relay.DefaultsOf(raw); len(q) > 0 && !d.EitherSide {
 		return raw, false
 	}
 	if len(q) == 0 {
@@ -315,6 +316,13 @@ func (r Route) validateGuarantee(p *problems, path string) {
 	default:
 		p.add(path+".guarantee", "unknown %v", r.Guarantee)
 	}
+}
+
+// noGroup reports whether raw's adapter declares that its subscribers take
+// no group (relay.URLDefaults.NoGroup: sqs://).
+func noGroup(raw string) bool {
+	d, _ := relay.DefaultsOf(raw)
+	return d.NoGroup
 }
 
 // schemeOf names the backend of a URL by its scheme ("kafka://"), or

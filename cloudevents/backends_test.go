@@ -26,8 +26,8 @@ import (
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	_ "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/cloudevents"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 var (

@@ -15,7 +15,7 @@ import (
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/cloudevents"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestSQSAttributeRoom reads with the plain AWS SDK what the Generic

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/cloudevents"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 const structuredDoc = `{

@@ -13,28 +13,10 @@ import (
 // its messages, so this bounds a pipelining producer's memory to that
 // many batches. It is set so that with batches of 100 a native pipelining
 // client's own buffer bound (franz-go's 10,000 buffered records) is
-// reached first: at 64 the calling goroutine waited for slots and
-// PublishAsync to Kafka (kfake) from one goroutine ran at a median 0.87x
-// of franz-go's own Produce loop (seven runs), at 256 at 0.95x (five).
+// reached first, so that the calling goroutine waits on the client, not
+// on slots (BenchmarkRatio's publish/async rows of adapters/kafka compare
+// it with franz-go's own Produce loop).
 const DefaultAsyncInFlight = 256
-
-// AsyncSender is optionally implemented by a PublishDriver whose client
-// pipelines natively (Kafka's Produce with a promise per record).
-// SendBatchAsync hands msgs (one batch within the driver's limits, checked
-// already) to the client and returns without waiting for the broker; done
-// is called exactly once with what SendBatch would have returned, on any
-// goroutine, possibly before SendBatchAsync returns. It may block only on
-// the client's own buffer limits, honouring ctx. When ctx ends before the
-// broker answered, done must be called promptly with an error that says
-// the outcome is unknown, as SendBatch returns it. The Publisher does not
-// send again what SendBatchAsync reports failed (Retryable marks are taken
-// as they are): a pipelining client retries on its own (franz-go does,
-// within its delivery timeout and the ctx). Without AsyncSender,
-// Publisher.PublishAsync runs SendBatch on a goroutine of its own, with
-// the retries of Publish.
-type AsyncSender interface {
-	SendBatchAsync(ctx context.Context, topic string, msgs []*relay.Message, done func(error))
-}
 
 // errNoDone is PublishAsync's answer to a nil done func.
 var errNoDone = errors.New("relay: PublishAsync needs a done func to report the outcome to")

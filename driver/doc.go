@@ -37,7 +37,16 @@
 //     (the most messages per Receive call and how many calls may run at
 //     once; the shared layer runs that many within the window).
 //   - An Opener registered with relay.Register for the URL scheme, which
-//     should also implement relay.URLChecker.
+//     should also implement relay.URLChecker: Opener does both around the
+//     adapter's URL parser (written with urlopt and tlsconf) and its
+//     constructors, and declares the adapter's relay.URLDefaults.
+//
+// Where a broker leaves bookkeeping to the client, the adapter uses this
+// package's helpers rather than keeping its own: AttemptMemo for the
+// attempts of redeliveries the broker does not count, Mover for the
+// background loop of an emulated delayed delivery, and backoff.Retry for
+// the broker calls outside Receive, Settle and SendBatch (reconnecting,
+// declaring topology).
 //
 // An adapter keeps no buffers, windows, credit counters, settlement
 // lingers or retry loops of its own: a Receive call is one broker call

@@ -7,45 +7,6 @@ import (
 	"github.com/go-relay/relay"
 )
 
-// DeliverAtHeader is the metadata name under which a publisher whose
-// driver holds delayed messages until due (DueHolder) carries
-// Message.DeliverAt to the subscribers: the time in UTC, RFC 3339 with
-// nanoseconds. The name is reserved on such backends: the publisher
-// removes it from messages without a delay, and subscriptions remove it
-// before delivery.
-const DeliverAtHeader = "relay-deliver-at"
-
-// DueHolder is optionally implemented by a PublishDriver and by a
-// SubscribeDriver of a backend that has no delayed delivery of its own
-// but a native NackAfter (Capabilities.NativeDelay) that holds across
-// restarts. When HoldsUntilDue reports true:
-//
-//   - the Publisher sends each message whose DeliverAt is in the future
-//     as a copy carrying DeliverAtHeader (the caller's message is not
-//     changed) and sends it at once;
-//   - each subscription, when it receives a message whose header is in
-//     the future, does not deliver it: it nacks it with the time remaining
-//     as delay (at most Capabilities.MaxDelay; a longer wait is held
-//     again when it comes back), without taking a window slot. A message
-//     whose header has passed is delivered without the header, and with
-//     its Attempt lowered by the holds this Subscriber made of it, on
-//     this delivery and on redeliveries within an hour of DeliverAt
-//     (holds made by another process, a competing consumer or before a
-//     restart, are not known: Attempt is then higher than the consumer's
-//     own deliveries, never lower). A header that does not parse is left in
-//     place and the message delivered.
-//
-// The delay is held by the broker's redelivery timer, so it survives the
-// restart of every process; but the message itself sits in the topic
-// from the publish on, so a consumer that does not use this package sees
-// it at once, and each hold counts as a broker delivery (a backend-side
-// redelivery limit counts holds too). The driver declares
-// Capabilities.DelayedDelivery (DelayEmulated) itself. Receivers of
-// drivers that do not implement DueHolder pay nothing for it.
-type DueHolder interface {
-	HoldsUntilDue() bool
-}
-
 func holdsUntilDue(d any) bool {
 	h, ok := d.(DueHolder)
 	return ok && h.HoldsUntilDue()

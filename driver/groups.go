@@ -8,24 +8,6 @@ import (
 	"github.com/go-relay/relay"
 )
 
-// GroupCheckDriver is optionally implemented by a PublishDriver; see
-// relay.GroupChecker, whose answers CheckGroups gives. A driver whose
-// broker keeps what is published for groups created later implements it
-// too, returning nil, so that callers know; one whose broker drops such
-// messages asks the broker, publishing and creating nothing.
-type GroupCheckDriver interface {
-	CheckGroups(ctx context.Context, topic string) error
-}
-
-// GroupSendDriver is optionally implemented by a PublishDriver whose broker
-// can deliver to one group of a topic; see relay.GroupPublisher. Such a
-// driver declares Capabilities().PublishToGroup. SendBatchToGroup is
-// SendBatch (one attempt, Retryable marks, only reading the messages) to
-// that group alone; it never gets a message due later.
-type GroupSendDriver interface {
-	SendBatchToGroup(ctx context.Context, topic, group string, msgs []*relay.Message) error
-}
-
 // CheckGroups implements relay.GroupChecker: ErrClosed after Close, the
 // topic checks of Publish, then the driver's answer; an error wrapping
 // relay.ErrNotSupported when the driver does not implement

@@ -152,3 +152,37 @@ func appendFailed(failed []relay.MessageFailure, msgs []*relay.Message, err erro
 	}
 	return failed
 }
+
+// SendError is what a SendBatch, SendAll or SendBatchAsync outcome
+// reports for one send of n messages, of which failed did not make it
+// (in the batch's order): nil when none failed; the plain error when all
+// n failed with errors of one text and one Retryable mark that
+// perMessage does not claim (the connection down, the broker refusing
+// the call: nothing about any one message, so the caller gets the cause
+// itself); otherwise a *relay.PublishError naming each failed message.
+// perMessage reports the errors that belong to their message even when
+// every message has one (unroutable, rejected, too large); nil means
+// none does. The adapters of this module that can fail part of a send
+// report through it, so that one rule decides between the two shapes.
+func SendError(n int, failed []relay.MessageFailure, perMessage func(error) bool) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	first := failed[0].Err
+	if len(failed) == n && first != nil && (perMessage == nil || !perMessage(first)) {
+		text, retry := first.Error(), IsRetryable(first)
+		same := true
+		for _, f := range failed[1:] {
+			// By text, not ==: comparing errors of a non-comparable
+			// dynamic type (a struct holding a slice) would panic.
+			if f.Err == nil || f.Err.Error() != text || IsRetryable(f.Err) != retry {
+				same = false
+				break
+			}
+		}
+		if same {
+			return first
+		}
+	}
+	return &relay.PublishError{Failed: failed}
+}

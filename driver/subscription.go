@@ -359,8 +359,9 @@ func (s *subscription) receiveLoop(perCall int) {
 // Asking at once splits the window into the probed message and the rest,
 // whose settlements are flushed apart when a Receive takes longer than
 // SettleLinger; with the whole window settled at once, that split
-// persisted window after window: PostgreSQL claimed 1 row, then 255, twice
-// the transactions. The wait is short against a handler that holds its
+// persists window after window (a claim of one message, then one of the
+// rest: two broker calls where one does). The wait is short against a
+// handler that holds its
 // message, such as one that collects a batch before it acks. A variable
 // for tests only.
 var maxProbeWait = time.Millisecond

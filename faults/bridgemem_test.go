@@ -24,7 +24,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
 	"github.com/go-relay/relay/driver"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The documented bound of a bridge process's memory (docs/bridge.md):

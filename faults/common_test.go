@@ -21,8 +21,8 @@ import (
 	_ "github.com/go-relay/relay/adapters/nats"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	_ "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/faultrows"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/faultrows"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -21,7 +21,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
 	_ "github.com/go-relay/relay/adapters/postgres"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The delayed-delivery SIGKILL scenario: delayedTotal messages published

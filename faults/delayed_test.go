@@ -21,7 +21,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // runMoverChild subscribes to RELAY_FAULTS_TOPIC with RELAY_FAULTS_URL, so

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/router"
 )
 

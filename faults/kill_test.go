@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The child process: the test binary re-executed with childEnv set runs

@@ -19,7 +19,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaynats "github.com/go-relay/relay/adapters/nats"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The NATS JetStream rows. The shared server (127.0.0.1:4222) is never

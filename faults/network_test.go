@@ -21,7 +21,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The network rows: each backend is reached through a fault proxy
@@ -221,7 +221,7 @@ func noLeaks(t *testing.T) {
 	t.Cleanup(func() {
 		// The goroutine waiting for goaws, started by the first SQS
 		// scenario, lives until TestMain stops goaws.
-		goaws := goleak.IgnoreAnyFunction("github.com/go-relay/relay/internal/testenv.(*SQSService).run.func1")
+		goaws := goleak.IgnoreAnyFunction("github.com/go-relay/relay/internal/testkit/testenv.(*SQSService).run.func1")
 		if err := goleak.Find(append(testenv.ProxyGoroutines(), ignore, goaws)...); err != nil {
 			t.Errorf("goroutines left behind: %v", err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // kafkaReplicaCase starts a 6-partition kfake cluster for one scenario.

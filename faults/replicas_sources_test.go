@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The replica rows of the sources that share work as competing consumers

@@ -20,7 +20,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // Secrets planted in URLs; none may appear in logs, errors, metrics,

@@ -19,7 +19,7 @@ import (
 
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/sqlite"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The sqlite:// rows. Each test works on its own database file; child

@@ -14,7 +14,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
 	_ "github.com/go-relay/relay/adapters/redisstream"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/reqreply"
 	"github.com/go-relay/relay/router"
 )

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/reqreply"
 	"github.com/go-relay/relay/router"
 )

@@ -7,11 +7,10 @@ import (
 	"github.com/go-relay/relay"
 )
 
-// Metadata keys of the wire format. They interoperate with non-relay peers:
-// on amqp:// ReplyToKey and CorrelationIDKey are the AMQP reply_to and
-// correlation_id properties; elsewhere they are plain metadata (a Redis
-// stream field, a Kafka header, an SQS message attribute, a NATS header, a
-// PostgreSQL metadata entry).
+// Metadata keys of the wire format. ReplyToKey and CorrelationIDKey are
+// package relay's names, which adapters map to native fields where the
+// broker has them (see relay.MetaReplyTo); the others are plain metadata
+// everywhere.
 const (
 	// ReplyToKey, on a request, is where the reply goes: the requester's
 	// reply topic, or the broker's reply address.

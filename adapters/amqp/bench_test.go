@@ -11,8 +11,8 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The benchmarks compare relay with amqp091-go used directly for the same
@@ -57,20 +57,11 @@ func benchRelayPublish(b *testing.B, batch int) {
 	topic := benchTopic(b)
 	pub := openPub(b)
 	msgs := benchMessages(batch)
-	ctx := context.Background()
 	b.SetBytes(benchPayload)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	for done := 0; done < b.N; done += batch {
-		n := min(batch, b.N-done)
-		for _, m := range msgs[:n] {
-			m.ID = relay.NewID()
-		}
-		if err := pub.Publish(ctx, topic, msgs[:n]...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	relaytest.PublishReused(b, pub, topic, msgs, b.N)
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
 }
 
@@ -231,17 +222,8 @@ func relayPublishRate(b *testing.B, n, batch int) float64 {
 	topic := benchTopic(b)
 	pub := openPub(b)
 	msgs := benchMessages(batch)
-	ctx := context.Background()
 	start := time.Now()
-	for done := 0; done < n; done += batch {
-		k := min(batch, n-done)
-		for _, m := range msgs[:k] {
-			m.ID = relay.NewID()
-		}
-		if err := pub.Publish(ctx, topic, msgs[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	relaytest.PublishReused(b, pub, topic, msgs, n)
 	return float64(n) / time.Since(start).Seconds()
 }
 
@@ -283,19 +265,7 @@ func relayConsumeRate(b *testing.B, n, window int) float64 {
 	group := unique("g")
 	topic := fillQueue(b, c, group, n)
 	sub := openSub(b, c, group, "inflight", fmt.Sprint(window))
-	start := time.Now()
-	ch, cancel := relaytest.Subscribe(b, sub, topic)
-	defer cancel()
-	for range n {
-		m, ok := <-ch
-		if !ok {
-			b.Fatal("channel closed")
-		}
-		if err := m.Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return float64(n) / time.Since(start).Seconds()
+	return relaytest.AckLoopRate(b, sub, topic, n, nil)
 }
 
 func rawConsumeRate(b *testing.B, n, window int) float64 {
@@ -406,18 +376,9 @@ func BenchmarkDelayLateness(b *testing.B) {
 			c.topic(topic)
 			return topic
 		},
-		NewPublisher: func(t testing.TB) relay.Publisher {
-			p, err := relay.OpenPublisher(context.Background(), base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return p
-		},
+		PublisherURL: base,
 		NewSubscriber: func(t testing.TB, group string) relay.Subscriber {
-			s, err := relay.OpenSubscriber(context.Background(), testenv.WithParams(base, "group", group))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := relaytest.OpenSubscriber(t, testenv.WithParams(base, "group", group))
 			return &trackedSub{Subscriber: s.(*amqp.Subscriber), c: c, group: group}
 		},
 	})

@@ -2,7 +2,6 @@ package amqp
 
 import (
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -274,34 +273,5 @@ func TestDecodeNilBodyIsEmpty(t *testing.T) {
 		if b := encode(&relay.Message{ID: "m", Payload: p}).Body; len(b) != 0 {
 			t.Errorf("payload %#v encoded to body %q", p, b)
 		}
-	}
-}
-
-// The in-process attempt memo of classic-queue requeues stays bounded,
-// forgetting the oldest entries first, and keeps its insertion log compact.
-func TestAttemptMemoBounded(t *testing.T) {
-	var a attemptMemo
-	key := func(i int) memoKey { return memoKey{"q", strconv.Itoa(i)} }
-	for i := range memoMax + 10 {
-		a.put(key(i), i+2)
-	}
-	if n := a.size.Load(); n != memoMax {
-		t.Fatalf("size %d, want %d", n, memoMax)
-	}
-	if a.get(key(0)) != 0 || a.get(key(9)) != 0 || a.get(key(10)) != 12 || a.get(key(memoMax+9)) != memoMax+11 {
-		t.Error("eviction did not drop exactly the oldest entries")
-	}
-	for i := 10; i < memoMax+10; i++ {
-		a.drop(key(i))
-	}
-	if a.size.Load() != 0 || a.get(key(10)) != 0 {
-		t.Error("drop left entries")
-	}
-	for i := range 1000 {
-		a.put(key(i%3), i)
-		a.drop(key(i % 3))
-	}
-	if len(a.fifo) > 64+3 {
-		t.Errorf("insertion log grew to %d entries for an empty memo", len(a.fifo))
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.ProxyGoroutines()...) }
@@ -56,14 +56,7 @@ func harness(t *testing.T, c *cleaner, kv ...string) drivertest.Harness {
 func TestConformance(t *testing.T) {
 	c := newCleaner(t)
 	h := harness(t, c)
-	h.HungBroker = func(t testing.TB) drivertest.HungBroker {
-		proxied, p := testenv.ProxyURL(t, brokerURL(t))
-		return drivertest.HungBroker{
-			PublisherURL:  proxied,
-			SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
-			Hang:          p.Hang,
-		}
-	}
+	h.HungBroker = testenv.HungBroker(brokerURL(t))
 	if why := canRestart(t); why == "" {
 		h.Restart = restartBroker
 	} else {

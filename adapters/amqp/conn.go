@@ -215,18 +215,21 @@ func (s *supervisor) run(conn *amqp091.Connection) {
 		s.setBlocked(false, "") // a new connection starts unblocked
 		s.setState(StateReconnecting)
 		s.log.Warn("relay: connection lost; reconnecting", "err", reason)
-		for {
-			if !bo.SleepOr(s.closing) {
-				return
-			}
-			c, err := s.dial(s.ctx)
-			if err == nil {
-				conn = c
-				break
-			}
-			s.log.Warn("relay: reconnect failed", "err", err, "attempt", bo.Attempts())
+		if !bo.Sleep(s.ctx) {
+			return
 		}
-		bo.Reset()
+		err := bo.Retry(s.ctx, func() error {
+			c, err := s.dial(s.ctx)
+			if err != nil {
+				s.log.Warn("relay: reconnect failed", "err", err, "attempt", bo.Attempts())
+				return err
+			}
+			conn = c
+			return nil
+		}, nil)
+		if err != nil {
+			return // closing
+		}
 		s.install(conn)
 		s.log.Info("relay: reconnected")
 	}

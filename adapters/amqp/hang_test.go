@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // hangGuard bounds each call on a hung broker: far above the 1s ctx the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // brokerURL is the RabbitMQ the tests use (RELAY_TEST_AMQP_URL or the local

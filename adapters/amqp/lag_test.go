@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // Lag is the ready count of the group's queue plus the deliveries this

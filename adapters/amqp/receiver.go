@@ -175,14 +175,17 @@ func (r *receiver) received(d *amqp091.Delivery, gen uint64) driver.Received {
 		}
 	} else {
 		if d.Redelivered {
-			attempt = max(attempt+1, r.d.requeued.get(r.memoKey(dec.msg.ID)))
+			attempt = max(attempt+1, r.d.requeued.Recall(r.memoKey(dec.msg.ID)))
 		}
 	}
 	h := &handle{gen: gen, del: d, id: dec.msg.ID, key: dec.msg.Key, attempt: attempt}
 	return driver.Received{Msg: dec.msg, Attempt: attempt, Handle: h}
 }
 
+// memoKey identifies a message of this queue in subDriver.requeued.
 func (r *receiver) memoKey(id string) memoKey { return memoKey{r.queue, id} }
+
+type memoKey struct{ queue, id string }
 
 type settleOp uint8
 
@@ -265,9 +268,9 @@ func (r *receiver) remember(handles []driver.Settle, gen uint64, ops map[uint64]
 			continue
 		}
 		if ops[h.del.DeliveryTag] == opRequeue {
-			r.d.requeued.put(r.memoKey(h.id), h.attempt+1)
+			r.d.requeued.Remember(r.memoKey(h.id), h.attempt+1)
 		} else {
-			r.d.requeued.drop(r.memoKey(h.id))
+			r.d.requeued.Forget(r.memoKey(h.id))
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/reqreply"
 	"github.com/go-relay/relay/router"
 )

@@ -85,7 +85,7 @@ type subDriver struct {
 	// requeued remembers the next attempt of messages requeued with
 	// basic.nack on a classic queue (nack_mode=requeue, or a republish
 	// that failed), which the broker does not count.
-	requeued attemptMemo
+	requeued driver.AttemptMemo[memoKey]
 
 	mu     sync.Mutex
 	dlxGen uint64
@@ -162,19 +162,13 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 		return err
 	}
 	bo := backoff.Backoff{Initial: d.cfg.ReconnectMin, Max: d.cfg.ReconnectMax}
-	for {
+	return bo.Retry(ctx, func() error {
 		err := d.provisionOnce(ctx, topic)
-		if err == nil || isPermanent(err) || errors.Is(err, relay.ErrClosed) {
-			return err
+		if err != nil {
+			d.log.Debug("relay: provision failed", "err", err)
 		}
-		if ctx.Err() != nil {
-			return err
-		}
-		d.log.Debug("relay: provision failed; retrying", "err", err)
-		if !bo.Sleep(ctx) {
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		}
-	}
+		return err
+	}, func(err error) bool { return !isPermanent(err) && !errors.Is(err, relay.ErrClosed) })
 }
 
 func (d *subDriver) provisionOnce(ctx context.Context, topic string) error {

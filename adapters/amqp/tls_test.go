@@ -8,14 +8,13 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // tlsProxy terminates TLS in front of the test broker, so that amqps:// and
@@ -32,42 +31,16 @@ func tlsProxy(t *testing.T, backend string) (addr, caFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", backend)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c)
-			track(b)
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(b, c); b.Close() }()
-			go func() { defer wg.Done(); _, _ = io.Copy(c, b); c.Close() }()
+	testenv.Serve(t, ln, func(c net.Conn) {
+		b, err := net.Dial("tcp", backend)
+		if err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
+		done := make(chan struct{})
+		go func() { _, _ = io.Copy(b, c); _ = b.Close(); close(done) }()
+		_, _ = io.Copy(c, b)
+		_ = c.Close()
+		<-done
 	})
 	return ln.Addr().String(), caFile
 }

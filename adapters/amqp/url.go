@@ -2,9 +2,9 @@ package amqp
 
 import (
 	"context"
-	"net/url"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Schemes registered by this package.
@@ -13,49 +13,21 @@ const (
 	SchemeTLS = "amqps"
 )
 
-func init() {
-	relay.Register(Scheme, opener{})
-	relay.Register(SchemeTLS, opener{})
-}
+func init() { opener.Register(Scheme, SchemeTLS) }
 
-type opener struct{}
-
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, err := parseAndCheck(u, false)
-	return err
-}
-
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, err := parseAndCheck(u, true)
-	return err
-}
-
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	cfg, err := parseAndCheck(u, false)
-	if err != nil {
-		return nil, err
-	}
-	// Not returned directly: a nil *Publisher in a relay.Publisher would be a
-	// non-nil interface next to the error.
-	v, err := NewPublisher(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	cfg, err := parseAndCheck(u, true)
-	if err != nil {
-		return nil, err
-	}
-	// Not returned directly: a nil *Subscriber in a relay.Subscriber would be a
-	// non-nil interface next to the error.
-	v, err := NewSubscriber(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
+// opener opens amqp://user:pass@host:5672/vhost?... and amqps:// (see
+// docs/amqp.md).
+var opener = driver.Opener[Config]{
+	Backend: "amqp",
+	Parse:   parseAndCheck,
+	NewPublisher: func(ctx context.Context, c Config) (relay.Publisher, error) {
+		return NewPublisher(ctx, c)
+	},
+	NewSubscriber: func(ctx context.Context, c Config) (relay.Subscriber, error) {
+		return NewSubscriber(ctx, c)
+	},
+	// RabbitMQ pushes up to the prefetch count of messages whatever their
+	// size (it has no prefetch in bytes), so a bridge's window bounds
+	// memory by count alone here: smaller than on the other brokers.
+	Defaults: relay.URLDefaults{SourceWindow: 256, EitherSide: true},
 }

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/driver/urlopt/urlopttest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/driver/drivertest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // One URL with both sides' parameters opens a publisher and a subscriber
@@ -15,7 +15,7 @@ import (
 func TestURLBothSides(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	urlopttest.BothSides(t, ctx, testenv.WithParams(brokerURL(t), "group", "urlsides", "inflight", "8", "queue_type", "classic",
+	drivertest.URLBothSides(t, ctx, testenv.WithParams(brokerURL(t), "group", "urlsides", "inflight", "8", "queue_type", "classic",
 		"confirm", "true", "publish_channels", "1", "max_bytes", "4096"))
 }
 
@@ -23,10 +23,10 @@ func TestURLBothSides(t *testing.T) {
 // is a subscriber's own requirement.
 func TestURLOtherSideChecked(t *testing.T) {
 	const base = "amqp://guest:guest@127.0.0.1:1/"
-	urlopttest.NamesParam(t, "publisher inflight=70000", relay.CheckURL(base+"?inflight=70000"), "inflight")
-	urlopttest.NamesParam(t, "publisher requeue_on_nack=false", relay.CheckURL(base+"?requeue_on_nack=false"), "requeue_on_nack")
-	urlopttest.NamesParam(t, "subscriber publish_channels=0", relay.CheckSubscriberURL(base+"?group=g&publish_channels=0"), "publish_channels")
-	urlopttest.NamesParam(t, "subscriber without group", relay.CheckSubscriberURL(base), "group")
+	drivertest.URLNamesParam(t, "publisher inflight=70000", relay.CheckURL(base+"?inflight=70000"), "inflight")
+	drivertest.URLNamesParam(t, "publisher requeue_on_nack=false", relay.CheckURL(base+"?requeue_on_nack=false"), "requeue_on_nack")
+	drivertest.URLNamesParam(t, "subscriber publish_channels=0", relay.CheckSubscriberURL(base+"?group=g&publish_channels=0"), "publish_channels")
+	drivertest.URLNamesParam(t, "subscriber without group", relay.CheckSubscriberURL(base), "group")
 	if err := relay.CheckURL(base); err != nil {
 		t.Errorf("publisher needs no group: %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // The benchmarks compare relay with franz-go (kgo) used directly for the
@@ -96,20 +96,11 @@ func relayPublishRate(b *testing.B, c *cluster, n, batch int, linger time.Durati
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
 	defer c.dropBenchTopic(b, topic)
-	pub := openPub(b, c.url("linger", linger.String()))
+	pub := relaytest.OpenPublisher(b, c.url("linger", linger.String()))
 	defer pub.Close()
 	msgs := benchMessages(batch)
-	ctx := context.Background()
 	start, cpu := time.Now(), cpuTime()
-	for done := 0; done < n; done += batch {
-		k := min(batch, n-done)
-		for _, m := range msgs[:k] {
-			m.ID = relay.NewID()
-		}
-		if err := pub.Publish(ctx, topic, msgs[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	relaytest.PublishReused(b, pub, topic, msgs, n)
 	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
@@ -154,7 +145,7 @@ func relayAsyncPublishRate(b *testing.B, c *cluster, n, batch int) result {
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
 	defer c.dropBenchTopic(b, topic)
-	pub := openPub(b, c.url())
+	pub := relaytest.OpenPublisher(b, c.url())
 	defer pub.Close()
 	ap := pub.(relay.AsyncPublisher)
 	body := make([]byte, benchPayload)
@@ -241,7 +232,7 @@ func relayParallelPublishRate(b *testing.B, c *cluster, n, g, batch int) result 
 	topic := unique("bench")
 	c.createTopic(b, topic, benchPartitions)
 	defer c.dropBenchTopic(b, topic)
-	pub := openPub(b, c.url())
+	pub := relaytest.OpenPublisher(b, c.url())
 	defer pub.Close()
 	body := make([]byte, benchPayload)
 	ctx := context.Background()
@@ -313,7 +304,7 @@ func relayConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)
 	topic := fill(b, c, n)
 	defer c.dropBenchTopic(b, topic)
 	cpu := cpuTime()
-	sub := openSub(b, c.subURL(unique("g"), append([]string{"inflight", fmt.Sprint(window)}, params...)...))
+	sub := relaytest.OpenSubscriber(b, c.subURL(unique("g"), append([]string{"inflight", fmt.Sprint(window)}, params...)...))
 	ch, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		b.Fatal(err)
@@ -342,7 +333,7 @@ func relayBatchConsumeRate(b *testing.B, c *cluster, n, window int, work func([]
 	topic := fill(b, c, n)
 	defer c.dropBenchTopic(b, topic)
 	cpu := cpuTime()
-	sub := openSub(b, c.subURL(unique("g"), "inflight", fmt.Sprint(window)))
+	sub := relaytest.OpenSubscriber(b, c.subURL(unique("g"), "inflight", fmt.Sprint(window)))
 	bs, ok := sub.(driver.BatchSubscriber)
 	if !ok {
 		b.Fatalf("%T has no batch path", sub)
@@ -527,8 +518,8 @@ func hashWork(p []byte) {
 func BenchmarkDelayLateness(b *testing.B) {
 	c := benchCluster(b)
 	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
-		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, c.url()) },
-		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c.subURL(group)) },
+		NewPublisher:  func(t testing.TB) relay.Publisher { return relaytest.OpenPublisher(t, c.url()) },
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return relaytest.OpenSubscriber(t, c.subURL(group)) },
 	})
 }
 
@@ -549,8 +540,8 @@ func BenchmarkLatency(b *testing.B) {
 			c.createTopic(t, topic, 1)
 			return topic
 		},
-		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, c.url()) },
-		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return openSub(t, c.subURL(group)) },
+		NewPublisher:  func(t testing.TB) relay.Publisher { return relaytest.OpenPublisher(t, c.url()) },
+		NewSubscriber: func(t testing.TB, group string) relay.Subscriber { return relaytest.OpenSubscriber(t, c.subURL(group)) },
 	}
 	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		prod := rawProducer(b, c, 0)

@@ -14,35 +14,32 @@ import (
 
 // commitLoop sends the commits that Settle left to it (commit_interval,
 // or a failed commit to retry with backoff), one at a time, until the
-// receiver closes.
+// receiver closes. Each try commits every partition's latest target.
 func (r *receiver) commitLoop() {
 	defer close(r.loopDone)
 	var bo backoff.Backoff
-	var retry <-chan time.Time
 	for {
 		select {
-		case <-r.stop:
+		case <-r.loop.Done():
 			return
 		case <-r.commitReq:
-		case <-retry:
 		}
-		retry = nil
 		if r.commitInterval > 0 {
 			select {
-			case <-r.stop:
+			case <-r.loop.Done():
 				return
 			case <-time.After(r.commitInterval):
 			}
 		}
-		ctx, cancel := context.WithTimeout(r.life, brokerTimeout)
-		err := r.commitNow(ctx)
-		cancel()
-		if err != nil {
-			r.log.Debug("relay/kafka: commit failed; retrying", "err", err)
-			retry = time.After(bo.Next())
-			continue
-		}
-		bo.Reset()
+		_ = bo.Retry(r.loop, func() error {
+			ctx, cancel := context.WithTimeout(r.life, brokerTimeout)
+			defer cancel()
+			err := r.commitNow(ctx)
+			if err != nil {
+				r.log.Debug("relay/kafka: commit failed; retrying", "err", err)
+			}
+			return err
+		}, nil)
 	}
 }
 

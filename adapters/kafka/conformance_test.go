@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // restartable is a kfake cluster on a fixed port with its data on disk, so

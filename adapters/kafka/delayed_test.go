@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // bucketRecords reads every record of topic's delay bucket topic named by
@@ -46,7 +46,7 @@ func bucketRecords(t *testing.T, c *cluster, topic, bucket string) []*kgo.Record
 func TestDelayedRecordWaitsInBucket(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("delayrec"), unique("g")
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	m := &relay.Message{ID: relay.NewID(), Key: "the-key", Payload: []byte("later"),
 		Metadata: relay.Metadata{"trace": "t1", "relay-x": "y"}, DeliverAt: time.Now().Add(2500 * time.Millisecond)}
 	tomb := &relay.Message{ID: relay.NewID(), Key: "the-key", Metadata: relay.Metadata{kafka.MetadataTombstone: "true"},
@@ -69,7 +69,7 @@ func TestDelayedRecordWaitsInBucket(t *testing.T) {
 		t.Errorf("delayed tombstone has value %q in its bucket, want NULL", recs[1].Value)
 	}
 
-	sub := openSub(t, c.subURL(group))
+	sub := relaytest.OpenSubscriber(t, c.subURL(group))
 	ch, _ := relaytest.Subscribe(t, sub, topic)
 	for _, want := range []*relay.Message{m, tomb} {
 		got := recv(t, ch)
@@ -93,8 +93,8 @@ func TestDelayedRecordWaitsInBucket(t *testing.T) {
 func TestDelayedAcrossBuckets(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("delaymany"), unique("g")
-	pub := openPub(t, c.url())
-	sub := openSub(t, c.subURL(group))
+	pub := relaytest.OpenPublisher(t, c.url())
+	sub := relaytest.OpenSubscriber(t, c.subURL(group))
 	ch, _ := relaytest.Subscribe(t, sub, topic)
 
 	const n = 120
@@ -162,14 +162,14 @@ func TestDelayTopics(t *testing.T) {
 func TestDelayedMoversRebalance(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("delayreb"), unique("g")
-	pub := openPub(t, c.url("partitions", "4"))
+	pub := relaytest.OpenPublisher(t, c.url("partitions", "4"))
 	type rec struct {
 		id string
 		at time.Time
 	}
 	out := make(chan rec, 1000)
 	subscribe := func() {
-		sub := openSub(t, c.subURL(group, "partitions", "4"))
+		sub := relaytest.OpenSubscriber(t, c.subURL(group, "partitions", "4"))
 		ch, cancel := relaytest.Subscribe(t, sub, topic)
 		t.Cleanup(cancel)
 		go func() {

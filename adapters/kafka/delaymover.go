@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-relay/relay/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -18,66 +19,21 @@ import (
 // moverGroup is the consumer group of the movers of topic.
 func moverGroup(topic string) string { return "relay-delay-mover." + topic }
 
-// movers runs one mover per target topic for a subscriber, however many
-// of its subscriptions consume that topic. Safe for concurrent use.
-type movers struct {
-	d *subDriver
-
-	mu      sync.Mutex
-	running map[string]*moverRef
+// newMovers returns the movers of delayed messages of d: one per target
+// topic, however many of d's subscriptions consume it (see
+// subDriver.startMover).
+func newMovers(d *subDriver) *driver.Mover {
+	return driver.NewMover(func(topic string) (driver.MoveTask, error) { return newMover(d, topic) },
+		d.cfg.Logger.With("backend", "kafka"))
 }
 
-type moverRef struct {
-	refs int
-	mv   *mover
-}
-
-// acquire starts topic's mover unless it runs and returns the func that
-// stops it when the last subscription of topic lets go (it waits for the
-// mover to end, at most until its ctx ends). The bucket topics must exist
-// (Subscribe creates them).
-func (ms *movers) acquire(topic string) (func(context.Context), error) {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	if ms.running == nil {
-		ms.running = map[string]*moverRef{}
-	}
-	ref := ms.running[topic]
-	if ref == nil {
-		mv, err := newMover(ms.d, topic)
-		if err != nil {
-			return nil, err
-		}
-		ref = &moverRef{mv: mv}
-		ms.running[topic] = ref
-	}
-	ref.refs++
-	var once sync.Once
-	return func(ctx context.Context) {
-		once.Do(func() {
-			ms.mu.Lock()
-			ref.refs--
-			last := ref.refs == 0
-			if last {
-				delete(ms.running, topic)
-			}
-			ms.mu.Unlock()
-			if last {
-				ref.mv.close(ctx)
-			}
-		})
-	}, nil
-}
-
-// mover moves the delayed records of one target topic; see the top of
-// this file. One goroutine (run) owns the routing; produce promises and
-// the group's revocations meet it under mu.
+// mover moves the delayed records of one target topic (see the top of
+// this file) as a driver.MoveTask. The Mover's loop owns the routing;
+// produce promises and the group's revocations meet it under mu.
 type mover struct {
 	target string
 	cl     *kgo.Client
 	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
 	// kill cancels the client's context, aborting its requests: close
 	// keeps its deadline against a broker that stopped answering.
 	kill context.CancelFunc
@@ -86,7 +42,7 @@ type mover struct {
 	parts map[tp]*moverPart
 	held  heldHeap
 	seq   uint64 // orders held records of one time, and numbers partition states
-	// out are the records routed under mu, produced by run after it lets
+	// out are the records routed under mu, produced by Move after it lets
 	// go of mu (Produce may block while the client's buffer is full, and
 	// the promises that free it take mu).
 	out []outRecord
@@ -146,7 +102,6 @@ func newMover(d *subDriver, target string) (*mover, error) {
 	mv := &mover{
 		target: target,
 		log:    d.cfg.Logger.With("backend", "kafka", "topic", target, "group", moverGroup(target)),
-		done:   make(chan struct{}),
 		parts:  map[tp]*moverPart{},
 	}
 	opts := d.groupOpts(moverGroup(target), DelayTopics(target), mv.onRevoked, mv.onLost)
@@ -157,21 +112,16 @@ func newMover(d *subDriver, target string) (*mover, error) {
 		return nil, fmt.Errorf("relay/kafka: delay mover of %q: %w", target, err)
 	}
 	mv.cl, mv.kill = cl, kill
-	ctx, cancel := context.WithCancel(context.Background())
-	mv.cancel = cancel
-	go mv.run(ctx)
 	return mv, nil
 }
 
-// close stops the mover: it waits for its goroutine, commits what was
-// moved and leaves the group (the records it held in memory are moved by
-// the next member, which may repeat moves not committed yet). It returns
-// by ctx's end (or brokerTimeout), aborting requests then.
-func (mv *mover) close(ctx context.Context) {
+// Close implements driver.MoveTask: once the loop stopped, it commits what
+// was moved and leaves the group (the records it held in memory are moved
+// by the next member, which may repeat moves not committed yet). It
+// returns by ctx's end (or brokerTimeout), aborting requests then.
+func (mv *mover) Close(ctx context.Context) {
 	defer mv.kill()
 	defer context.AfterFunc(ctx, mv.kill)()
-	mv.cancel()
-	<-mv.done
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
 	mv.mu.Lock()
@@ -182,49 +132,50 @@ func (mv *mover) close(ctx context.Context) {
 		mv.log.Warn("relay/kafka: delay mover leaving its group", "err", err)
 	}
 	mv.cl.Close()
-
 }
 
-// run polls the bucket topics and routes records until ctx ends.
-func (mv *mover) run(ctx context.Context) {
-	defer close(mv.done)
-	for {
-		mv.mu.Lock()
-		wake := mv.routeLocked(time.Now())
-		offsets := mv.commitsLocked(nil)
-		out := mv.out
-		mv.out = nil
-		mv.mu.Unlock()
-		for _, o := range out {
-			it := o.it
-			mv.cl.Produce(context.Background(), o.rec, func(_ *kgo.Record, err error) { mv.produced(it, err) })
-		}
-		mv.commit(ctx, offsets)
-		if ctx.Err() != nil {
-			return
-		}
-		wait := min(time.Until(wake), 500*time.Millisecond)
-		pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
-		fetches := mv.cl.PollRecords(pctx, 1000)
-		cancel()
-		if ctx.Err() != nil {
-			mv.cl.AllowRebalance()
-			return
-		}
-		mv.mu.Lock()
-		fetches.EachError(func(t string, p int32, err error) {
-			if !isCtxErr(err) {
-				mv.log.Warn("relay/kafka: delay mover fetch", "topic", t, "partition", p, "err", err)
-			}
-		})
-		fetches.EachRecord(func(r *kgo.Record) {
-			ps := mv.partLocked(tp{r.Topic, r.Partition})
-			ps.queue = append(ps.queue, r)
-			ps.next = r.Offset + 1
-		})
-		mv.mu.Unlock()
-		mv.cl.AllowRebalance()
+// Move implements driver.MoveTask: it routes what is due (see
+// routeLocked), produces it, commits what was moved, and polls the bucket
+// topics until the next record is due (at most half a second, so that a
+// record polled meanwhile is routed in time). The records it produces
+// carry ctx: a record still buffered when the loop stops fails and is
+// moved again by the next owner of its bucket partition.
+func (mv *mover) Move(ctx context.Context) (time.Duration, error) {
+	mv.mu.Lock()
+	wake := mv.routeLocked(time.Now())
+	offsets := mv.commitsLocked(nil)
+	out := mv.out
+	mv.out = nil
+	mv.mu.Unlock()
+	for _, o := range out {
+		it := o.it
+		mv.cl.Produce(ctx, o.rec, func(_ *kgo.Record, err error) { mv.produced(it, err) })
 	}
+	mv.commit(ctx, offsets)
+	if ctx.Err() != nil {
+		return 0, nil
+	}
+	wait := min(time.Until(wake), 500*time.Millisecond)
+	pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
+	fetches := mv.cl.PollRecords(pctx, 1000)
+	cancel()
+	defer mv.cl.AllowRebalance()
+	if ctx.Err() != nil {
+		return 0, nil
+	}
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	fetches.EachError(func(t string, p int32, err error) {
+		if !isCtxErr(err) {
+			mv.log.Warn("relay/kafka: delay mover fetch", "topic", t, "partition", p, "err", err)
+		}
+	})
+	fetches.EachRecord(func(r *kgo.Record) {
+		ps := mv.partLocked(tp{r.Topic, r.Partition})
+		ps.queue = append(ps.queue, r)
+		ps.next = r.Offset + 1
+	})
+	return 0, nil
 }
 
 func (mv *mover) partLocked(k tp) *moverPart {
@@ -320,7 +271,7 @@ func (mv *mover) dispatchLocked(it *heldItem, now time.Time) {
 }
 
 // produced settles it once its record is acknowledged, or holds it for a
-// retry in a second.
+// retry in a second (unless the client or the loop stopped).
 func (mv *mover) produced(it *heldItem, err error) {
 	mv.mu.Lock()
 	defer mv.mu.Unlock()
@@ -329,7 +280,7 @@ func (mv *mover) produced(it *heldItem, err error) {
 		return // revoked meanwhile: the next owner moves it again
 	}
 	if err != nil {
-		if err != kgo.ErrClientClosed {
+		if err != kgo.ErrClientClosed && !isCtxErr(err) {
 			mv.log.Warn("relay/kafka: delay mover produce failed; retrying in 1s", "topic", it.rec.Topic, "err", err)
 			mv.seq++
 			it.at, it.seq = time.Now().Add(time.Second), mv.seq

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 	"github.com/go-relay/relay/router"
 )
 
@@ -41,7 +42,7 @@ func forwardOnce(b *testing.B, c *cluster, exactly bool) time.Duration {
 	in, out, group := unique("bin"), unique("bout"), unique("bg")
 	c.createTopic(b, in, benchPartitions)
 	c.createTopic(b, out, benchPartitions)
-	src := openPub(b, c.url())
+	src := relaytest.OpenPublisher(b, c.url())
 	msgs := benchMessages(b.N)
 	for i := 0; i < len(msgs); i += 500 {
 		if err := src.Publish(context.Background(), in, msgs[i:min(i+500, len(msgs))]...); err != nil {
@@ -55,9 +56,9 @@ func forwardOnce(b *testing.B, c *cluster, exactly bool) time.Duration {
 		sub, pub = openPair(b, c, group, unique("tx"))
 		g = relay.ExactlyOnce
 	} else {
-		sub, pub = openSub(b, c.subURL(group)), openPub(b, c.url())
+		sub, pub = relaytest.OpenSubscriber(b, c.subURL(group)), relaytest.OpenPublisher(b, c.url())
 	}
-	reader := openSub(b, c.subURL(unique("reader"), "isolation", "read_committed"))
+	reader := relaytest.OpenSubscriber(b, c.subURL(unique("reader"), "isolation", "read_committed"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := reader.Subscribe(ctx, out)

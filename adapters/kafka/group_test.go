@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // position is where a message sits in the topic.
@@ -116,7 +117,7 @@ func TestRebalance(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("rebal"), unique("g")
 	c.createTopic(t, topic, 4)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	key := func(i int) string { return fmt.Sprint("k", i%16) }
 	first := publishN(t, pub, topic, 200, key)
 	held := map[string]bool{}
@@ -125,7 +126,7 @@ func TestRebalance(t *testing.T) {
 	}
 
 	l := newLedger()
-	subA := openSub(t, c.subURL(group))
+	subA := relaytest.OpenSubscriber(t, c.subURL(group))
 	ctxA, cancelA := context.WithCancel(context.Background())
 	defer cancelA()
 	chA, err := subA.Subscribe(ctxA, topic)
@@ -164,7 +165,7 @@ func TestRebalance(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	subB := openSub(t, c.subURL(group))
+	subB := relaytest.OpenSubscriber(t, c.subURL(group))
 	ctxB, cancelB := context.WithCancel(context.Background())
 	defer cancelB()
 	chB, err := subB.Subscribe(ctxB, topic)
@@ -262,10 +263,10 @@ func TestRestartResumes(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("restart"), unique("g")
 	c.createTopic(t, topic, 3)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	msgs := publishN(t, pub, topic, 50, func(i int) string { return fmt.Sprint(i) })
 
-	sub1 := openSub(t, c.subURL(group))
+	sub1 := relaytest.OpenSubscriber(t, c.subURL(group))
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := sub1.Subscribe(ctx, topic)
 	if err != nil {
@@ -287,7 +288,7 @@ func TestRestartResumes(t *testing.T) {
 	}
 	more := publishN(t, pub, topic, 20, func(i int) string { return fmt.Sprint(i) })
 
-	sub2 := openSub(t, c.subURL(group))
+	sub2 := relaytest.OpenSubscriber(t, c.subURL(group))
 	ch2, err := sub2.Subscribe(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestConnectionFaults(t *testing.T) {
 		produceDrops.Add(1)
 		return nil, errors.New("injected: connection dropped"), true
 	})
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	msgs := publishN(t, pub, topic, 50, func(i int) string { return fmt.Sprint(i) })
 	if produceDrops.Load() != 1 {
 		t.Fatalf("produce drops: %d", produceDrops.Load())
@@ -361,7 +362,7 @@ func TestConnectionFaults(t *testing.T) {
 		return resp, nil, true
 	})
 
-	sub := openSub(t, c.subURL(group))
+	sub := relaytest.OpenSubscriber(t, c.subURL(group))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := sub.Subscribe(ctx, topic)
@@ -415,7 +416,7 @@ func TestPartialPublishFailure(t *testing.T) {
 	c.createTopic(t, topic, 2)
 	c.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord, Count: -1})
 
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	msgs := make([]*relay.Message, 40)
 	for i := range msgs {
 		msgs[i] = relay.NewMessage([]byte(fmt.Sprint(i)))
@@ -436,7 +437,7 @@ func TestPartialPublishFailure(t *testing.T) {
 	if !errors.Is(err, kerr.InvalidRecord) {
 		t.Fatalf("cause lost: %v", err)
 	}
-	sub := openSub(t, c.subURL(unique("g")))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
 	ch, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)

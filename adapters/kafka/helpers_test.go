@@ -14,8 +14,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/kfakeopts"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/kfakeopts"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 
 	_ "github.com/go-relay/relay/adapters/kafka"
 )
@@ -167,30 +168,6 @@ func unique(prefix string) string {
 	return prefix + "-" + strings.ReplaceAll(relay.NewID(), "-", "")[:20]
 }
 
-func openPub(t testing.TB, u string) relay.Publisher {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	p, err := relay.OpenPublisher(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
-func openSub(t testing.TB, u string) relay.Subscriber {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
 func publishN(t testing.TB, p relay.Publisher, topic string, n int, key func(i int) string) []*relay.Message {
 	t.Helper()
 	msgs := make([]*relay.Message, n)
@@ -211,16 +188,7 @@ func publishN(t testing.TB, p relay.Publisher, topic string, n int, key func(i i
 // recv reads one message or fails after a generous bound.
 func recv(t testing.TB, ch <-chan *relay.Message) *relay.Message {
 	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatal("subscription channel closed")
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		t.Fatal("no message within 30s")
-	}
-	return nil
+	return relaytest.Next(t, ch, "the next message")
 }
 
 // quiet asserts that nothing arrives on ch for d.

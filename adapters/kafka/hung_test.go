@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // advertisedListener is a listener that reports another address: kfake

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestRoundTrip runs with copied payloads (the default) and with
@@ -26,8 +27,8 @@ func TestRoundTrip(t *testing.T) {
 
 func testRoundTrip(t *testing.T, c *cluster, share string) {
 	topic := unique("rt")
-	pub := openPub(t, c.url("partitions", "3"))
-	sub := openSub(t, c.subURL(unique("g"), "share_payloads", share))
+	pub := relaytest.OpenPublisher(t, c.url("partitions", "3"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g"), "share_payloads", share))
 
 	big := bytes.Repeat([]byte{0, 1, 2, 0xff}, 200_000) // 800 kB
 	msgs := []*relay.Message{
@@ -91,7 +92,7 @@ func TestForeignRecords(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	sub := openSub(t, c.subURL(unique("g")))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -123,10 +124,10 @@ func TestCommitRule(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("commit"), unique("g")
 	c.createTopic(t, topic, 1)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	msgs := publishN(t, pub, topic, 20, nil)
 
-	sub := openSub(t, c.subURL(group, "inflight", "20"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(group, "inflight", "20"))
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
@@ -165,7 +166,7 @@ func TestCommitRule(t *testing.T) {
 	}
 
 	// The next member resumes at 11: 11 to 19 again.
-	sub = openSub(t, c.subURL(group, "inflight", "20"))
+	sub = relaytest.OpenSubscriber(t, c.subURL(group, "inflight", "20"))
 	ch2, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -192,9 +193,9 @@ func TestNackRedelivery(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("nack"), unique("g")
 	c.createTopic(t, topic, 1)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	msgs := publishN(t, pub, topic, 3, nil)
-	sub := openSub(t, c.subURL(group))
+	sub := relaytest.OpenSubscriber(t, c.subURL(group))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := sub.Subscribe(ctx, topic)
@@ -243,7 +244,7 @@ func TestNackRedelivery(t *testing.T) {
 
 func TestPublishErrors(t *testing.T) {
 	c := newCluster(t)
-	pub := openPub(t, c.url("max_bytes", "1000"))
+	pub := relaytest.OpenPublisher(t, c.url("max_bytes", "1000"))
 	ctx := context.Background()
 
 	err := pub.Publish(ctx, "bad topic!", relay.NewMessage(nil))
@@ -278,11 +279,11 @@ func TestNoCreateTopics(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pub := openPub(t, c.url("create_topics", "false", "delivery_timeout", "2s"))
+	pub := relaytest.OpenPublisher(t, c.url("create_topics", "false", "delivery_timeout", "2s"))
 	if err := pub.Publish(ctx, unique("missing"), relay.NewMessage(nil)); err == nil {
 		t.Fatal("publish to a missing topic succeeded with create_topics=false")
 	}
-	sub := openSub(t, c.subURL(unique("g"), "create_topics", "false"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g"), "create_topics", "false"))
 	if _, err := sub.Subscribe(ctx, unique("missing")); !errors.Is(err, relay.ErrInvalidTopic) {
 		t.Fatalf("subscribe to a missing topic: %v", err)
 	}
@@ -293,10 +294,10 @@ func TestNoCreateTopics(t *testing.T) {
 func TestStartLatest(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("latest"), unique("g")
-	pub := openPub(t, c.url("partitions", "2"))
+	pub := relaytest.OpenPublisher(t, c.url("partitions", "2"))
 	before := publishN(t, pub, topic, 5, func(i int) string { return fmt.Sprint(i) })
 	_ = before
-	sub := openSub(t, c.subURL(group, "start", "latest"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(group, "start", "latest"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
@@ -324,7 +325,7 @@ func TestStartLatest(t *testing.T) {
 	}
 
 	// earliest (default): a group provisioned later still gets everything.
-	sub2 := openSub(t, c.subURL(unique("g")))
+	sub2 := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
 	if err := sub2.(relay.Provisioner).Provision(ctx, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestMaxUncommitted(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("window"), unique("g")
 	c.createTopic(t, topic, 1)
-	pub := openPub(t, c.url("compression", "none"))
+	pub := relaytest.OpenPublisher(t, c.url("compression", "none"))
 	const n = 3000
 	msgs := make([]*relay.Message, n)
 	for i := range msgs {
@@ -358,7 +359,7 @@ func TestMaxUncommitted(t *testing.T) {
 		}
 	}
 	defer kafka.SetStuckGrace(0)()
-	sub := openSub(t, c.subURL(group, "inflight", "50", "max_uncommitted", "20"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(group, "inflight", "50", "max_uncommitted", "20"))
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -406,8 +407,8 @@ func TestHealth(t *testing.T) {
 	c := newCluster(t)
 	c.needFake(t)
 	topic := unique("health")
-	pub := openPub(t, c.url())
-	sub := openSub(t, c.subURL(unique("g")))
+	pub := relaytest.OpenPublisher(t, c.url())
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
 	publishN(t, pub, topic, 1, nil)
 	ph, sh := pub.(relay.HealthChecker), sub.(relay.HealthChecker)
 	if err := ph.Health(); err != nil {
@@ -442,11 +443,11 @@ func TestNackRedeliveryAfterInPlaceChange(t *testing.T) {
 		t.Run("share_payloads="+tc.share, func(t *testing.T) {
 			topic := unique("inplace")
 			c.createTopic(t, topic, 1)
-			pub := openPub(t, c.url())
+			pub := relaytest.OpenPublisher(t, c.url())
 			if err := pub.Publish(context.Background(), topic, relay.NewMessage([]byte("original"))); err != nil {
 				t.Fatal(err)
 			}
-			sub := openSub(t, c.subURL(unique("g"), "share_payloads", tc.share))
+			sub := relaytest.OpenSubscriber(t, c.subURL(unique("g"), "share_payloads", tc.share))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ch, err := sub.Subscribe(ctx, topic)

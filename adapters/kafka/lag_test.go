@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // Lag is the sum over partitions of end offset minus the group's committed
@@ -18,11 +18,11 @@ func TestLag(t *testing.T) {
 	c := newCluster(t)
 	topic := unique("lag")
 	const n, k = 20, 7
-	sub := openSub(t, c.subURL(unique("g"), "partitions", "3"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g"), "partitions", "3"))
 	lr := relaytest.LagOf(t, sub)
 	relaytest.WaitLag(t, lr, topic, 0) // no topic yet
 	relaytest.Provision(t, sub.(relay.Provisioner), topic)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	publishN(t, pub, topic, n, func(i int) string { return fmt.Sprint("k", i) })
 	relaytest.WaitLag(t, lr, topic, n)
 	ends, err := c.admin(t).ListEndOffsets(context.Background(), topic)
@@ -66,8 +66,8 @@ func TestLag(t *testing.T) {
 func TestLagOfNewGroup(t *testing.T) {
 	c := newCluster(t)
 	topic := unique("lag-new")
-	pub := openPub(t, c.url("partitions", "2"))
+	pub := relaytest.OpenPublisher(t, c.url("partitions", "2"))
 	publishN(t, pub, topic, 5, func(i int) string { return fmt.Sprint("k", i) })
-	relaytest.WaitLag(t, relaytest.LagOf(t, openSub(t, c.subURL(unique("g")))), topic, 5)
-	relaytest.WaitLag(t, relaytest.LagOf(t, openSub(t, c.subURL(unique("g"), "start", "latest"))), topic, 0)
+	relaytest.WaitLag(t, relaytest.LagOf(t, relaytest.OpenSubscriber(t, c.subURL(unique("g")))), topic, 5)
+	relaytest.WaitLag(t, relaytest.LagOf(t, relaytest.OpenSubscriber(t, c.subURL(unique("g"), "start", "latest"))), topic, 0)
 }

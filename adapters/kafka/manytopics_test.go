@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // topicReader consumes one subscription, acking everything except the IDs
@@ -93,8 +94,8 @@ func TestOneGroupManyTopics(t *testing.T) {
 		t.Run(start+"/"+tc.balancer, func(t *testing.T) {
 			c := newCluster(t)
 			group := unique("g")
-			pub := openPub(t, c.url("partitions", "3"))
-			sub := openSub(t, c.subURL(group, "start", start, "partitions", "3", "balancer", tc.balancer))
+			pub := relaytest.OpenPublisher(t, c.url("partitions", "3"))
+			sub := relaytest.OpenSubscriber(t, c.subURL(group, "start", start, "partitions", "3", "balancer", tc.balancer))
 			const concurrent, sequential, n = 10, 10, 30
 			topics := make([]string, concurrent+sequential)
 			for i := range topics {
@@ -170,7 +171,7 @@ func TestOneGroupManyTopics(t *testing.T) {
 			}
 			// Everything acked is committed: a restarted subscriber gets
 			// nothing again.
-			sub2 := openSub(t, c.subURL(group, "start", start))
+			sub2 := relaytest.OpenSubscriber(t, c.subURL(group, "start", start))
 			ch, err := sub2.Subscribe(context.Background(), topics[0])
 			if err != nil {
 				t.Fatal(err)
@@ -188,8 +189,8 @@ func TestOneGroupManyTopics(t *testing.T) {
 func TestTopicEndsWhileSiblingsFlow(t *testing.T) {
 	c := newCluster(t)
 	group := unique("g")
-	pub := openPub(t, c.url("partitions", "2"))
-	sub := openSub(t, c.subURL(group, "partitions", "2"))
+	pub := relaytest.OpenPublisher(t, c.url("partitions", "2"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(group, "partitions", "2"))
 	topics := []string{unique("end0"), unique("end1"), unique("end2")}
 	readers := make([]*topicReader, len(topics))
 	var cancel0 context.CancelFunc
@@ -252,8 +253,8 @@ func TestSameTopicTwiceOnOneSubscriber(t *testing.T) {
 	c := newCluster(t)
 	topic, group := unique("twice"), unique("g")
 	c.createTopic(t, topic, 4)
-	pub := openPub(t, c.url())
-	sub := openSub(t, c.subURL(group))
+	pub := relaytest.OpenPublisher(t, c.url())
+	sub := relaytest.OpenSubscriber(t, c.subURL(group))
 	ch1, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -300,9 +301,9 @@ func TestSlowTopicDoesNotStallSiblings(t *testing.T) {
 	slow, fast := unique("slow"), unique("fast")
 	c.createTopic(t, slow, 2)
 	c.createTopic(t, fast, 2)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	slowMsgs := publishN(t, pub, slow, 100, func(i int) string { return fmt.Sprint(i) })
-	sub := openSub(t, c.subURL(unique("g"), "inflight", "4"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g"), "inflight", "4"))
 	chSlow, err := sub.Subscribe(context.Background(), slow)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // What the member polls ahead of a subscription is bounded by bytes
@@ -25,7 +26,7 @@ func TestReadAheadIsBoundedByBytes(t *testing.T) {
 		size       = 256 << 10
 		fetchBytes = 1 << 20
 	)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	var ids []string
 	for i := range n {
 		m := relay.NewMessage(bytes.Repeat([]byte{byte(i)}, size))
@@ -34,7 +35,7 @@ func TestReadAheadIsBoundedByBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sub := openSub(t, c.subURL(unique("g"), "inflight", "16", "fetch_max_bytes", "1048576"))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g"), "inflight", "16", "fetch_max_bytes", "1048576"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := sub.Subscribe(ctx, topic)

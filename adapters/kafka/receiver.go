@@ -65,9 +65,11 @@ type receiver struct {
 	commitReq chan struct{}
 	// life bounds the commit loop's commits; Close ends it when its own
 	// deadline passes.
-	life     context.Context
-	endLife  context.CancelFunc
-	stop     chan struct{}
+	life    context.Context
+	endLife context.CancelFunc
+	// loop is the commit loop's lifetime, ended by stopLoop.
+	loop     context.Context
+	stopLoop context.CancelFunc
 	loopDone chan struct{}
 }
 
@@ -101,11 +103,11 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		parts:          make(map[int32]*partState),
 		ready:          make(chan struct{}, 1),
 		commitReq:      make(chan struct{}, 1),
-		stop:           make(chan struct{}),
 		loopDone:       make(chan struct{}),
 	}
 	r.arena, r.pollArena = decodeArena(d.cfg), decodeArena(d.cfg)
 	r.life, r.endLife = context.WithCancel(context.Background())
+	r.loop, r.stopLoop = context.WithCancel(context.Background())
 	go r.commitLoop()
 	return r
 }
@@ -247,7 +249,7 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 			hs, msgs = hs[1:], msgs[1:]
 			n++
 			// Deliveries elsewhere in this process; take counts this one.
-			seen := recallAttempts(attemptKey{r.d.scope, r.topic, rec.Partition, rec.Offset})
+			seen := int32(attempts.Take(attemptKey{r.d.scope, r.topic, rec.Partition, rec.Offset}))
 			ps.add(rec.Offset, rec.LeaderEpoch, seen)
 			if !ps.paused && ps.pending() >= r.maxUncommitted && ps.stuck(r.maxUncommitted, stuckGrace, time.Now()) {
 				ps.paused = true
@@ -356,7 +358,7 @@ func (r *receiver) Close(ctx context.Context) error {
 	// answering must not hold Close past its deadline.
 	defer r.endLife()
 	defer context.AfterFunc(ctx, r.endLife)()
-	close(r.stop)
+	r.stopLoop()
 	<-r.loopDone
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
@@ -438,6 +440,19 @@ func (r *receiver) drop(parts []int32, commit bool) {
 	}
 }
 
+// attempts holds the delivery counts of records whose partition left a
+// receiver (revocation, Close) unacked, so that a later subscription of
+// the same group in this process continues the count: Kafka counts no
+// deliveries. Another process starts again at 1.
+var attempts driver.AttemptMemo[attemptKey]
+
+type attemptKey struct {
+	scope     string // brokers and group
+	topic     string
+	partition int32
+	offset    int64
+}
+
 // forget marks ps revoked, so that its handles are stale from now on (their
 // settlements are ignored, queued ones are not handed out), and remembers
 // the delivery counts of its unacked records for a later owner in this
@@ -445,7 +460,7 @@ func (r *receiver) drop(parts []int32, commit bool) {
 func (r *receiver) forget(ps *partState) {
 	ps.revoked = true
 	ps.unacked(func(e entry) {
-		rememberAttempts(attemptKey{r.d.scope, r.topic, ps.part, e.offset}, e.attempt)
+		attempts.Remember(attemptKey{r.d.scope, r.topic, ps.part, e.offset}, int(e.attempt))
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // endRules runs check twice: with the subscription the member's only
@@ -20,7 +21,7 @@ func endRules(t *testing.T, check func(t *testing.T, c *cluster, sub relay.Subsc
 		t.Run(name, func(t *testing.T) {
 			c := newCluster(t)
 			group := unique("g")
-			sub := openSub(t, c.subURL(group))
+			sub := relaytest.OpenSubscriber(t, c.subURL(group))
 			if sibling {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -42,7 +43,7 @@ func TestClosedChannelRule(t *testing.T) {
 	endRules(t, func(t *testing.T, c *cluster, sub relay.Subscriber, group string) {
 		topic := unique("rule8")
 		c.createTopic(t, topic, 1)
-		msgs := publishN(t, openPub(t, c.url()), topic, 10, nil)
+		msgs := publishN(t, relaytest.OpenPublisher(t, c.url()), topic, 10, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		ch, err := sub.Subscribe(ctx, topic)
 		if err != nil {
@@ -92,7 +93,7 @@ func TestNackAfterAcrossEnd(t *testing.T) {
 		}
 		topic := unique("nackafter")
 		c.createTopic(t, topic, 1)
-		msgs := publishN(t, openPub(t, c.url()), topic, 1, nil)
+		msgs := publishN(t, relaytest.OpenPublisher(t, c.url()), topic, 1, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		ch, err := sub.Subscribe(ctx, topic)
 		if err != nil {

@@ -12,7 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // TestTLS and TestSASL always start a kfake cluster of their own, set up
@@ -22,9 +23,9 @@ import (
 func roundTrip(t *testing.T, pubURL, subURL string) {
 	t.Helper()
 	topic := unique("sec")
-	pub := openPub(t, pubURL)
+	pub := relaytest.OpenPublisher(t, pubURL)
 	m := publishN(t, pub, topic, 1, nil)[0]
-	sub := openSub(t, subURL)
+	sub := relaytest.OpenSubscriber(t, subURL)
 	ch, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		t.Fatal(err)

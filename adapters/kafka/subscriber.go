@@ -57,7 +57,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		scope:  strings.Join(brokers, ",") + "|" + cfg.Group,
 		health: h,
 	}
-	d.movers.d = d
+	d.movers = newMovers(d)
 	// SettleBatch: the whole window, so that a fast handler's acks become
 	// one offset commit per window, as a PollRecords + commit loop makes.
 	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, SettleBatch: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout, Group: cfg.Group}), nil
@@ -76,7 +76,7 @@ type subDriver struct {
 	gmu     sync.Mutex
 	members []*member // group members of this subscriber; see Subscribe
 
-	movers movers // of delayed messages, one per subscribed topic
+	movers *driver.Mover // of delayed messages, one per subscribed topic
 }
 
 // startMover creates topic's delay bucket topics (unless
@@ -99,7 +99,7 @@ func (d *subDriver) startMover(ctx context.Context, topic string) (func(context.
 			return nil, err
 		}
 	}
-	return d.movers.acquire(topic)
+	return d.movers.Acquire(topic)
 }
 
 // Health implements relay.HealthChecker: nil while some broker answers the
@@ -146,15 +146,8 @@ func (d *subDriver) Provision(ctx context.Context, topic string) error {
 // ends.
 func (d *subDriver) ensureGroupStart(ctx context.Context, topic string) error {
 	bo := backoff.Backoff{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond}
-	for {
-		err := d.tryGroupStart(ctx, topic)
-		if err == nil || !errors.Is(err, errGroupMoved) {
-			return err
-		}
-		if !bo.Sleep(ctx) {
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		}
-	}
+	return bo.Retry(ctx, func() error { return d.tryGroupStart(ctx, topic) },
+		func(err error) bool { return errors.Is(err, errGroupMoved) })
 }
 
 // errGroupMoved marks a start-position commit refused because the group's
@@ -250,8 +243,8 @@ func (d *subDriver) joinedMember() *member {
 // errors are retried until ctx ends.
 func (d *subDriver) listStart(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
 	bo := backoff.Backoff{Initial: 20 * time.Millisecond, Max: time.Second}
-	for {
-		var listed kadm.ListedOffsets
+	var listed kadm.ListedOffsets
+	err := bo.Retry(ctx, func() error {
 		var err error
 		if d.cfg.Start == StartLatest {
 			listed, err = d.adm.ListEndOffsets(ctx, topic)
@@ -261,13 +254,9 @@ func (d *subDriver) listStart(ctx context.Context, topic string) (kadm.ListedOff
 		if err == nil {
 			err = listed.Error()
 		}
-		if err == nil || !kerr.IsRetriable(err) {
-			return listed, err
-		}
-		if !bo.Sleep(ctx) {
-			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		}
-	}
+		return err
+	}, kerr.IsRetriable)
+	return listed, err
 }
 
 // Subscribe consumes topic for the group. The subscriber's subscriptions
@@ -310,7 +299,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	m, err := newMember(d, r)
 	if err != nil {
 		stopMover(context.Background())
-		close(r.stop)
+		r.stopLoop()
 		<-r.loopDone
 		return nil, err
 	}

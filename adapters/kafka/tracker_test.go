@@ -103,29 +103,6 @@ func TestTrackerCompacts(t *testing.T) {
 	}
 }
 
-func TestAttemptMemory(t *testing.T) {
-	k := attemptKey{"s", "t", 1, 9}
-	if recallAttempts(k) != 0 {
-		t.Fatal("unknown key")
-	}
-	rememberAttempts(k, 3)
-	if recallAttempts(k) != 3 || recallAttempts(k) != 0 {
-		t.Fatal("recall must return and forget")
-	}
-	for i := range attemptMemoMax + 10 {
-		rememberAttempts(attemptKey{"s", "t", 0, int64(i)}, 1)
-	}
-	if recallAttempts(attemptKey{"s", "t", 0, 0}) != 0 || recallAttempts(attemptKey{"s", "t", 0, attemptMemoMax + 9}) != 1 {
-		t.Fatal("eviction must drop the oldest")
-	}
-	for i := range attemptMemoMax + 10 {
-		recallAttempts(attemptKey{"s", "t", 0, int64(i)})
-	}
-	if attemptMemo.size.Load() != 0 {
-		t.Fatalf("size %d", attemptMemo.size.Load())
-	}
-}
-
 func TestCodec(t *testing.T) {
 	m := &relay.Message{ID: "x", Key: "k", Payload: []byte("p"), Metadata: relay.Metadata{
 		"relay-id": "a", "relay-md-b": "b", "relay-": "c", "plain": "d", "": "e",
@@ -241,7 +218,7 @@ func TestRevokedHandlesAreStale(t *testing.T) {
 	r.forget(old) // revoked; it remembers the attempts of 5 and 6 process-wide
 	t.Cleanup(func() {
 		for _, off := range []int64{5, 6} {
-			recallAttempts(attemptKey{partition: 0, offset: off})
+			attempts.Take(attemptKey{partition: 0, offset: off})
 		}
 	})
 	delete(r.parts, 0)
@@ -271,7 +248,7 @@ func TestRevokedHandlesAreStale(t *testing.T) {
 	r.queue = []*handle{{ps: fresh, rec: &kgo.Record{Offset: 5, Value: []byte("a")}}, kept}
 	r.queuedBytes = 3
 	r.drop([]int32{0}, false)
-	t.Cleanup(func() { recallAttempts(attemptKey{partition: 0, offset: 5}) })
+	t.Cleanup(func() { attempts.Take(attemptKey{partition: 0, offset: 5}) })
 	if !fresh.revoked || other.revoked || r.parts[0] != nil {
 		t.Fatalf("after drop: dropped revoked %v, other revoked %v, state kept %v", fresh.revoked, other.revoked, r.parts[0] != nil)
 	}

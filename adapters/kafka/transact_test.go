@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 	"github.com/go-relay/relay/router"
 )
 
@@ -50,7 +51,7 @@ func seq(prefix string, n int) []string {
 // returns the IDs of messages (acked) until stop says the list is complete.
 func readIDs(t testing.TB, c *cluster, topic, isolation string, stop func([]string) bool) []string {
 	t.Helper()
-	sub := openSub(t, c.subURL(unique("g"), "isolation", isolation))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g"), "isolation", isolation))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, err := sub.Subscribe(ctx, topic)
@@ -181,7 +182,7 @@ func openPair(t testing.TB, c *cluster, group, txid string) (relay.ExactlyOnceSu
 func checkOnce(t *testing.T, c *cluster, out, isolation string, want []string) (dups int) {
 	t.Helper()
 	marker := unique("end")
-	p := openPub(t, c.url())
+	p := relaytest.OpenPublisher(t, c.url())
 	if err := p.Publish(context.Background(), out, idsMsgs(marker)...); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestExactlyOnceRouter(t *testing.T) {
 	c.createTopic(t, in, 4)
 	c.createTopic(t, out, 1)
 	const n = 300
-	src := openPub(t, c.url())
+	src := relaytest.OpenPublisher(t, c.url())
 	want := seq("m", n)
 	if err := src.Publish(context.Background(), in, idsMsgs(want...)...); err != nil {
 		t.Fatal(err)
@@ -306,7 +307,7 @@ func TestExactlyOnceFencing(t *testing.T) {
 	in, out, group, txid := unique("in"), unique("out"), unique("g"), unique("tx")
 	c.createTopic(t, in, 1)
 	c.createTopic(t, out, 1)
-	src := openPub(t, c.url())
+	src := relaytest.OpenPublisher(t, c.url())
 	if err := src.Publish(context.Background(), in, idsMsgs("m0")...); err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func TestExactlyOnceTransactionTimeout(t *testing.T) {
 	in, out, group := unique("in"), unique("out"), unique("g")
 	c.createTopic(t, in, 1)
 	c.createTopic(t, out, 1)
-	src := openPub(t, c.url())
+	src := relaytest.OpenPublisher(t, c.url())
 	if err := src.Publish(context.Background(), in, idsMsgs("m0")...); err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +471,7 @@ func TestExactlyOnceScaleOut(t *testing.T) {
 	c.createTopic(t, out, 1)
 	const n = 2000
 	want := seq("m", n)
-	src := openPub(t, c.url())
+	src := relaytest.OpenPublisher(t, c.url())
 	if err := src.Publish(context.Background(), in, idsMsgs(want...)...); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/tlsconf"
 	"github.com/go-relay/relay/driver/urlopt"
 )
@@ -14,36 +15,40 @@ import (
 // Scheme is the URL scheme of this backend.
 const Scheme = "kafka"
 
-func init() { relay.Register(Scheme, opener{}) }
+func init() { relay.Register(Scheme, opener{&urlOpener}) }
 
-type opener struct{}
+// opener is kafka://'s relay.Opener; it also opens exactly-once pairs
+// (see exactlyonce.go).
+type opener struct{ *driver.Opener[urlConfig] }
 
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, _, err := parseURL(u, false)
-	return err
+// urlOpener opens kafka://host:9092?... (see docs/kafka.md).
+var urlOpener = driver.Opener[urlConfig]{
+	Backend: "kafka",
+	Parse: func(u *url.URL, subscriber bool) (urlConfig, error) {
+		pc, sc, err := parseURL(u, subscriber)
+		return urlConfig{pc, sc}, err
+	},
+	NewPublisher: func(ctx context.Context, c urlConfig) (relay.Publisher, error) {
+		return NewPublisher(ctx, c.pub)
+	},
+	NewSubscriber: func(ctx context.Context, c urlConfig) (relay.Subscriber, error) {
+		return NewSubscriber(ctx, c.sub)
+	},
+	Defaults: relay.URLDefaults{
+		// A source settles by committing offsets, one round trip per
+		// settlement batch: a larger window keeps records flowing
+		// meanwhile.
+		SourceWindow: 4096,
+		// A bridge only reads payloads: it need not pay a copy per record.
+		SourceParams: map[string]string{"share_payloads": "true"},
+		EitherSide:   true,
+	},
 }
 
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, _, err := parseURL(u, true)
-	return err
-}
-
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	cfg, err := ParsePublisherURL(u)
-	if err != nil {
-		return nil, err
-	}
-	return NewPublisher(ctx, cfg)
-}
-
-func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	cfg, err := ParseSubscriberURL(u)
-	if err != nil {
-		return nil, err
-	}
-	return NewSubscriber(ctx, cfg)
+// urlConfig is what a kafka:// URL configures, for both sides.
+type urlConfig struct {
+	pub PublisherConfig
+	sub SubscriberConfig
 }
 
 // ParsePublisherURL reads a kafka:// URL into a PublisherConfig. One URL

@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
-	"github.com/go-relay/relay/driver/urlopt/urlopttest"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // One URL with both sides' parameters opens a publisher and a subscriber
@@ -17,7 +17,7 @@ func TestURLBothSides(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	urlopttest.BothSides(t, ctx, c.subURL("urlsides", "acks", "leader", "linger", "5ms", "compression", "none",
+	drivertest.URLBothSides(t, ctx, c.subURL("urlsides", "acks", "leader", "linger", "5ms", "compression", "none",
 		"max_bytes", "4096", "inflight", "8", "start", "latest"))
 }
 
@@ -26,7 +26,7 @@ func TestURLGroupOnlyForSubscribers(t *testing.T) {
 	if err := relay.CheckURL("kafka://127.0.0.1:1?inflight=3"); err != nil {
 		t.Errorf("publisher URL: %v", err)
 	}
-	urlopttest.NamesParam(t, "subscriber without group", relay.CheckSubscriberURL("kafka://127.0.0.1:1?acks=all"), "group")
+	drivertest.URLNamesParam(t, "subscriber without group", relay.CheckSubscriberURL("kafka://127.0.0.1:1?acks=all"), "group")
 }
 
 // TestURLSizesTakeUnits: fetch_max_bytes and max_bytes read binary units

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // rawRecords reads n records of topic from the start with a plain kgo
@@ -53,7 +54,7 @@ func TestEmptyPayloadAndTombstone(t *testing.T) {
 	topic, copyTopic := unique("empty"), unique("empty-copy")
 	c.createTopic(t, topic, 1)
 	c.createTopic(t, copyTopic, 1)
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	msgs := []*relay.Message{
 		{ID: "nil", Payload: nil},
 		{ID: "empty", Payload: []byte{}},
@@ -89,7 +90,7 @@ func TestEmptyPayloadAndTombstone(t *testing.T) {
 		}
 	}
 
-	sub := openSub(t, c.subURL(unique("g")))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func TestEmptyPayloadAndTombstone(t *testing.T) {
 func TestTombstoneRefused(t *testing.T) {
 	c := newCluster(t)
 	topic := unique("tomb-bad")
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	for _, m := range []*relay.Message{
 		{ID: "payload", Payload: []byte("x"), Metadata: relay.Metadata{"kafka.tombstone": "true"}},
 		{ID: "typo", Metadata: relay.Metadata{"kafka.tombstone": "yes"}},
@@ -181,7 +182,7 @@ func TestRepeatedHeaders(t *testing.T) {
 			}
 		}
 	}
-	sub := openSub(t, c.subURL(unique("g")))
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +191,7 @@ func TestRepeatedHeaders(t *testing.T) {
 	check(m)
 	_ = m.Ack()
 
-	pub := openPub(t, c.url())
+	pub := relaytest.OpenPublisher(t, c.url())
 	if err := pub.Publish(ctx, copyTopic, m); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/memory"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

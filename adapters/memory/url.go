@@ -5,54 +5,44 @@ import (
 	"net/url"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/urlopt"
 )
 
-func init() { relay.Register(Scheme, opener{}) }
+func init() { opener.Register(Scheme) }
 
-type opener struct{}
+// opener opens mem://NAME?... : NAME is the in-process broker.
+var opener = driver.Opener[urlConfig]{
+	Backend: "memory",
+	Parse:   parseURL,
+	NewPublisher: func(_ context.Context, c urlConfig) (relay.Publisher, error) {
+		return NewPublisher(c.broker, c.pub), nil
+	},
+	NewSubscriber: func(_ context.Context, c urlConfig) (relay.Subscriber, error) {
+		return NewSubscriber(c.broker, c.sub)
+	},
+	Defaults: relay.URLDefaults{SourceWindow: driver.DefaultSourceWindow, EitherSide: true, InProcess: true},
+}
+
+// urlConfig is everything a mem:// URL configures, for both sides.
+type urlConfig struct {
+	broker string
+	pub    PublisherConfig
+	sub    SubscriberConfig
+}
 
 // parseURL reads the parameters of both sides, so that one URL serves a
 // publisher and a subscriber: each side ignores the other's parameters,
 // whose values are still checked. subscriber adds the group requirement.
-func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, error) {
+func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	p := urlopt.New(u)
-	pc := PublisherConfig{MaxBytes: p.Size("max_bytes", DefaultMaxBytes, 1)}
-	sc := SubscriberConfig{
-		Group:         p.String("group", ""),
+	c := urlConfig{broker: brokerName(u), pub: PublisherConfig{MaxBytes: p.Size("max_bytes", DefaultMaxBytes, 1)}}
+	c.sub = SubscriberConfig{
+		Group:         p.Group(subscriber),
 		InFlight:      p.Int("inflight", 64, 1),
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
 	}
-	if subscriber && sc.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
-	}
-	return pc, sc, p.Err()
-}
-
-func (opener) CheckURL(u *url.URL) error {
-	_, _, err := parseURL(u, false)
-	return err
-}
-
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, _, err := parseURL(u, true)
-	return err
-}
-
-func (opener) OpenPublisher(_ context.Context, u *url.URL) (relay.Publisher, error) {
-	cfg, _, err := parseURL(u, false)
-	if err != nil {
-		return nil, err
-	}
-	return NewPublisher(brokerName(u), cfg), nil
-}
-
-func (opener) OpenSubscriber(_ context.Context, u *url.URL) (relay.Subscriber, error) {
-	_, cfg, err := parseURL(u, true)
-	if err != nil {
-		return nil, err
-	}
-	return NewSubscriber(brokerName(u), cfg)
+	return c, p.Err()
 }
 
 func brokerName(u *url.URL) string {

@@ -6,20 +6,20 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/driver/urlopt/urlopttest"
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // One URL serves both sides (project rule 3); an unknown parameter fails
 // on both.
 func TestURLBothSides(t *testing.T) {
-	urlopttest.BothSides(t, context.Background(), "mem://urlsides?group=g&inflight=8&max_bytes=1024")
+	drivertest.URLBothSides(t, context.Background(), "mem://urlsides?group=g&inflight=8&max_bytes=1024")
 }
 
 // A value of the other side's parameter is still checked.
 func TestURLOtherSideValueChecked(t *testing.T) {
-	urlopttest.NamesParam(t, "publisher inflight=x", relay.CheckURL("mem://x?inflight=x"), "inflight")
-	urlopttest.NamesParam(t, "subscriber max_bytes=0", relay.CheckSubscriberURL("mem://x?group=g&max_bytes=0"), "max_bytes")
-	urlopttest.NamesParam(t, "subscriber without group", relay.CheckSubscriberURL("mem://x"), "group")
+	drivertest.URLNamesParam(t, "publisher inflight=x", relay.CheckURL("mem://x?inflight=x"), "inflight")
+	drivertest.URLNamesParam(t, "subscriber max_bytes=0", relay.CheckSubscriberURL("mem://x?group=g&max_bytes=0"), "max_bytes")
+	drivertest.URLNamesParam(t, "subscriber without group", relay.CheckSubscriberURL("mem://x"), "group")
 	if err := relay.CheckURL("mem://x"); err != nil {
 		t.Errorf("publisher needs no group: %v", err)
 	}

@@ -12,32 +12,18 @@ import (
 	"github.com/go-relay/relay"
 	relaynats "github.com/go-relay/relay/adapters/nats"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // BenchmarkRatio compares relay with nats.go's jetstream package doing
-// the same work on the same server in the same run: 100-byte payloads
-// with the message ID in Nats-Msg-Id, published asynchronously in batches
-// of 100 whose acks are awaited before the next batch; consumed by a
-// durable pull consumer with a window of 256 (raw: Fetch(256) and an Ack
-// per message). It alternates the two in rounds (relay first in even
-// rounds, raw first in odd ones) over b.N messages each and reports the
-// median rate of each side and their ratio, so that load from other
-// processes weighs on both alike. Use a fixed count, e.g.
-// -benchtime 20000x.
+// the same work on the same server in the same run
+// (relaytest.PublishConsumeRatio): the raw side publishes asynchronously
+// with the message ID in Nats-Msg-Id and awaits each batch's acks before
+// the next, and consumes with a durable pull consumer (Fetch(256) and an
+// Ack per message). Use a fixed count, e.g. -benchtime 20000x.
 func BenchmarkRatio(b *testing.B) {
-	const rounds = 5
-	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
-		relaytest.CompareRates(b, rounds, relayRate, rawRate)
-	}
-	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
-	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+	relaytest.PublishConsumeRatio(b, relayPublishRate, rawPublishRate, relayConsumeRate, rawConsumeRate)
 }
-
-const (
-	benchBatch  = 100
-	benchWindow = 256
-)
 
 // benchStream creates topic's stream as the adapter would and deletes it
 // when the round ends.
@@ -51,26 +37,10 @@ func benchStream(b *testing.B, js jetstream.JetStream, topic string) func() {
 }
 
 func relayPublishRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	_, js := rawJS(b)
 	topic := newName("bench.pub.")
 	defer benchStream(b, js, topic)()
-	pub := openPub(b)
-	payload := make([]byte, 100)
-	batch := make([]*relay.Message, benchBatch)
-	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
-		for j := range batch[:k] {
-			batch[j] = relay.NewMessage(payload)
-		}
-		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = pub.Close()
-	return rate
+	return relaytest.PublishRate(b, openPub(b), topic, n, relaytest.RatioBatch, make([]byte, relaytest.RatioPayload))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -78,10 +48,10 @@ func rawPublishRate(b *testing.B, n int) float64 {
 	topic := newName("bench.pub.")
 	defer benchStream(b, js, topic)()
 	payload := make([]byte, 100)
-	futures := make([]jetstream.PubAckFuture, benchBatch)
+	futures := make([]jetstream.PubAckFuture, relaytest.RatioBatch)
 	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
+	for done := 0; done < n; done += relaytest.RatioBatch {
+		k := min(relaytest.RatioBatch, n-done)
 		for j := range k {
 			msg := &natsgo.Msg{Subject: topic, Data: payload, Header: natsgo.Header{jetstream.MsgIDHeader: {relay.NewID()}}}
 			f, err := js.PublishMsgAsync(msg)
@@ -122,37 +92,18 @@ func fill(b *testing.B, js jetstream.JetStream, topic string, n int) {
 }
 
 func relayConsumeRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	_, js := rawJS(b)
 	topic := newName("bench.consume.")
 	defer benchStream(b, js, topic)()
-	sub := openSub(b, newName("g"), "inflight", fmt.Sprint(benchWindow))
-	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		b.Fatal(err)
-	}
+	sub := openSub(b, newName("g"), "inflight", fmt.Sprint(relaytest.RatioWindow))
+	relaytest.Provision(b, sub.(relay.Provisioner), topic)
 	fill(b, js, topic, n)
-	start := time.Now()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch, err := sub.Subscribe(sctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range n {
-		m, ok := <-ch
-		if !ok {
-			b.Fatal("channel closed")
-		}
+	return relaytest.AckLoopRate(b, sub, topic, n, func(m *relay.Message) error {
 		if len(m.Payload) != 100 {
-			b.Fatal("bad payload")
+			return fmt.Errorf("payload of %d bytes, want 100", len(m.Payload))
 		}
-		if err := m.Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = sub.Close()
-	return rate
+		return nil
+	})
 }
 
 func rawConsumeRate(b *testing.B, n int) float64 {
@@ -169,7 +120,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 	fill(b, js, topic, n)
 	start := time.Now()
 	for got := 0; got < n; {
-		batch, err := c.Fetch(min(benchWindow, n-got), jetstream.FetchMaxWait(time.Second))
+		batch, err := c.Fetch(min(relaytest.RatioWindow, n-got), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/go-relay/relay/driver"
 )
 
 // Defaults of the configuration fields.
@@ -123,10 +125,7 @@ func (c *StreamConfig) defaults() {
 // Validate reports every problem of c at once, or nil. Zero values that
 // have a default are valid.
 func (c *SubscriberConfig) Validate() error {
-	var errs []error
-	if c.Group == "" {
-		errs = append(errs, errors.New("relay/nats: Group is required: the name of this subscriber's group of competing consumers"))
-	}
+	errs := []error{driver.CheckGroup("nats", c.Group)}
 	if c.InFlight < 0 || c.MaxDeliver < 0 || c.MaxAckPending < 0 {
 		errs = append(errs, errors.New("relay/nats: InFlight, MaxDeliver and MaxAckPending must not be negative"))
 	}

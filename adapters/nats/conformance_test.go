@@ -7,7 +7,7 @@ import (
 
 	_ "github.com/go-relay/relay/adapters/nats"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.ProxyGoroutines()...) }
@@ -29,14 +29,7 @@ func harnessFor(t *testing.T, base string) drivertest.Harness {
 			return topic
 		},
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) drivertest.HungBroker {
-			proxied, p := testenv.ProxyURL(t, base)
-			return drivertest.HungBroker{
-				PublisherURL:  proxied,
-				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
-				Hang:          p.Hang,
-			}
-		},
+		SubscriberURL: testenv.GroupURL(base),
+		HungBroker:    testenv.HungBroker(base),
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestDelayedHeldByNak: a delayed message is in the stream at once, with
@@ -52,16 +52,7 @@ func TestDelayedHeldByNak(t *testing.T) {
 
 func recv(t *testing.T, ch <-chan *relay.Message) *relay.Message {
 	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatal("subscription ended")
-		}
-		return m
-	case <-time.After(20 * time.Second):
-		t.Fatal("no message within 20s")
-	}
-	return nil
+	return relaytest.Next(t, ch, "the next message")
 }
 
 func BenchmarkDelayLateness(b *testing.B) {

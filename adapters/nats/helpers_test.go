@@ -10,7 +10,8 @@ import (
 
 	"github.com/go-relay/relay"
 	relaynats "github.com/go-relay/relay/adapters/nats"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // natsURL is the server the tests use (RELAY_TEST_NATS_URL or the local
@@ -38,26 +39,12 @@ func rawJS(t testing.TB) (*natsgo.Conn, jetstream.JetStream) {
 
 func openPub(t testing.TB, kv ...string) relay.Publisher {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := relay.OpenPublisher(ctx, testenv.WithParams(natsURL(t), kv...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
+	return relaytest.OpenPublisher(t, testenv.WithParams(natsURL(t), kv...))
 }
 
 func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, testenv.WithParams(natsURL(t), append([]string{"group", group}, kv...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return relaytest.OpenSubscriber(t, testenv.WithParams(natsURL(t), append([]string{"group", group}, kv...)...))
 }
 
 // deleteStreamOf deletes the stream the adapter created for topic, if any.

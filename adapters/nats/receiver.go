@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -38,15 +37,9 @@ type receiver struct {
 	// this subscription nacked, so that its redelivery here counts at
 	// least one more even when the server rolled a delivery back (it
 	// lowers a message's delivery count when it took a delivery back from
-	// a pull request that ended). Receive and Settle run on different
-	// goroutines.
-	mu     sync.Mutex
-	nacked map[uint64]int
+	// a pull request that ended).
+	nacked driver.AttemptMemo[uint64]
 }
-
-// maxNackMemo bounds receiver.nacked; beyond it the memo is cleared and
-// the server's count alone is used.
-const maxNackMemo = 1 << 16
 
 // Receive takes what is available at once (a no-wait pull of up to max
 // messages); when nothing is, it waits up to fetch_wait for one message
@@ -103,7 +96,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 
 // ackInfo reads the delivery count and the stream sequence from the
 // reply subject of a JetStream delivery, without allocating (nats.go's
-// Metadata allocates and parses every field, which showed in profiles).
+// Metadata allocates and parses every field, on every delivery).
 // The subject is "$JS.ACK.<stream>.<consumer>.<delivered>.<stream
 // seq>.<consumer seq>.<time>.<pending>" (9 tokens), or, from newer
 // servers, with "<domain>.<account hash>" after "$JS.ACK." and possibly
@@ -181,12 +174,9 @@ func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) 
 		attempt, seq := 1, uint64(0)
 		if delivered, sseq, ok := ackInfo(m.Reply()); ok {
 			attempt, seq = int(delivered), sseq
-			r.mu.Lock()
-			if prev, ok := r.nacked[seq]; ok {
-				delete(r.nacked, seq)
+			if prev := r.nacked.Take(seq); prev > 0 {
 				attempt = max(attempt, prev+1)
 			}
-			r.mu.Unlock()
 		}
 		out = append(out, driver.Received{
 			Msg:     decode(m.Headers(), m.Data(), r.stream, seq),
@@ -221,8 +211,8 @@ func (r *receiver) settle(ctx context.Context, batch []driver.Settle, flush bool
 	for _, s := range batch {
 		h := s.Handle.(*handle)
 		m := h.msg
-		if !s.Ack {
-			r.rememberNack(h)
+		if !s.Ack && h.seq != 0 {
+			r.nacked.Remember(h.seq, h.attempt)
 		}
 		var err error
 		switch {
@@ -253,19 +243,6 @@ type handle struct {
 	msg     jetstream.Msg
 	seq     uint64 // stream sequence; 0 when the metadata was unreadable
 	attempt int    // as delivered
-}
-
-// rememberNack records the attempt h was delivered with, as it is nacked.
-func (r *receiver) rememberNack(h *handle) {
-	if h.seq == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.nacked == nil || len(r.nacked) >= maxNackMemo {
-		r.nacked = make(map[uint64]int)
-	}
-	r.nacked[h.seq] = h.attempt
 }
 
 // Release hands unsettled messages back with an immediate -NAK, so that

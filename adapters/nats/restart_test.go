@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // privateServer is a nats-server with JetStream that the test starts on a

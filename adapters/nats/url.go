@@ -3,13 +3,13 @@ package nats
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/tlsconf"
 	"github.com/go-relay/relay/driver/urlopt"
 )
@@ -17,9 +17,25 @@ import (
 // Scheme of this backend.
 const Scheme = "nats"
 
-func init() { relay.Register(Scheme, opener{}) }
+func init() { opener.Register(Scheme) }
 
-type opener struct{}
+// opener opens nats://[user:pass@]host:port?... (see docs/nats.md).
+var opener = driver.Opener[urlConfig]{
+	Backend: "nats",
+	Parse:   parseURL,
+	Connect: func(ctx context.Context, c *urlConfig) (err error) {
+		c.nc, err = connect(ctx, *c)
+		return err
+	},
+	Disconnect: func(c urlConfig) { c.nc.Close() },
+	NewPublisher: func(_ context.Context, c urlConfig) (relay.Publisher, error) {
+		return newPublisher(c.nc, c.stream, true)
+	},
+	NewSubscriber: func(_ context.Context, c urlConfig) (relay.Subscriber, error) {
+		return newSubscriber(c.nc, c.stream, c.sub, true)
+	},
+	Defaults: relay.URLDefaults{SourceWindow: driver.DefaultSourceWindow, EitherSide: true},
+}
 
 // urlConfig is everything a nats:// URL configures, for both sides.
 type urlConfig struct {
@@ -28,6 +44,7 @@ type urlConfig struct {
 	dial    time.Duration
 	stream  StreamConfig
 	sub     SubscriberConfig
+	nc      *natsgo.Conn // set by opener.Connect
 }
 
 // parseURL reads the connection and the parameters of both sides, so that
@@ -38,18 +55,10 @@ type urlConfig struct {
 func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	p := urlopt.New(u)
 	var c urlConfig
-	host := u.Host
-	if u.Port() == "" {
-		h := u.Hostname()
-		if h == "" {
-			h = "127.0.0.1"
-		}
-		host = net.JoinHostPort(h, "4222")
-	}
 	if u.Path != "" && u.Path != "/" {
 		p.Fail("path", "a nats:// URL has no path (name the stream with stream=)")
 	}
-	c.servers = "nats://" + host
+	c.servers = "nats://" + urlopt.Address(u, "4222")
 	c.opts = []natsgo.Option{
 		natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(250 * time.Millisecond),
@@ -108,16 +117,13 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	}
 
 	c.sub = SubscriberConfig{
-		Group:         p.String("group", ""),
+		Group:         p.Group(subscriber),
 		InFlight:      p.Int("inflight", DefaultInFlight, 1),
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
 		AckWait:       p.Duration("ack_wait", DefaultAckWait),
 		MaxDeliver:    p.Int("max_deliver", 0, 0),
 		MaxAckPending: p.Int("max_ack_pending", DefaultMaxAckPending, 1),
 		FetchWait:     p.Duration("fetch_wait", DefaultFetchWait),
-	}
-	if subscriber && c.sub.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
 	if c.sub.AckWait < time.Second {
 		p.Fail("ack_wait", "must be at least 1s")
@@ -126,54 +132,6 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		p.Fail("fetch_wait", "must be between 10ms and 10s (the end of a subscription waits for it)")
 	}
 	return c, p.Err()
-}
-
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, err := parseURL(u, false)
-	return err
-}
-
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, err := parseURL(u, true)
-	return err
-}
-
-// OpenPublisher opens nats://[user:pass@]host:port?... (see docs/nats.md).
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	c, err := parseURL(u, false)
-	if err != nil {
-		return nil, err
-	}
-	nc, err := connect(ctx, c)
-	if err != nil {
-		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
-	}
-	pub, err := newPublisher(nc, c.stream, true)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
-	}
-	return pub, nil
-}
-
-// OpenSubscriber opens nats://[user:pass@]host:port?group=G&... (see docs/nats.md).
-func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	c, err := parseURL(u, true)
-	if err != nil {
-		return nil, err
-	}
-	nc, err := connect(ctx, c)
-	if err != nil {
-		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
-	}
-	sub, err := newSubscriber(nc, c.stream, c.sub, true)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("relay/nats: %s: %w", relay.Redact(u.String()), err)
-	}
-	return sub, nil
 }
 
 // connect dials within dial_timeout and ctx's deadline, whichever is

@@ -12,31 +12,18 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // BenchmarkRatio compares relay with pgx doing the same work by hand on
-// the same server in the same run, alternating in rounds (relay first in
-// even rounds, pgx first in odd ones) over b.N messages each, and reports
-// the median rate of each side and their ratio, so that load from other
-// processes weighs on both alike. Use a fixed count, e.g. -benchtime
-// 20000x. 100-byte payloads; publish in batches of 100 (one transaction
-// with one insert per message and a NOTIFY); consume with a window of 256:
-// claim with SKIP LOCKED, then delete the delivery rows and the message
-// rows of each batch.
+// the same server in the same run (relaytest.PublishConsumeRatio): the
+// raw side publishes each batch in one transaction with one insert per
+// message and a NOTIFY, and consumes by claiming with SKIP LOCKED, then
+// deleting the delivery rows and the message rows of each batch. Use a
+// fixed count, e.g. -benchtime 20000x.
 func BenchmarkRatio(b *testing.B) {
-	const rounds = 5
-	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
-		relaytest.CompareRates(b, rounds, relayRate, rawRate)
-	}
-	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
-	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+	relaytest.PublishConsumeRatio(b, relayPublishRate, rawPublishRate, relayConsumeRate, rawConsumeRate)
 }
-
-const (
-	benchBatch  = 100
-	benchWindow = 256
-)
 
 // The statements a hand-written pgx program would use on relay's tables.
 func sqlFor(q string) string {
@@ -81,9 +68,9 @@ func analyze(b *testing.B, pool *pgxpool.Pool) {
 func rawPublish(b *testing.B, pool *pgxpool.Pool, topic string, n int) {
 	ctx := context.Background()
 	payload := make([]byte, 100)
-	for done := 0; done < n; done += benchBatch {
+	for done := 0; done < n; done += relaytest.RatioBatch {
 		batch := &pgx.Batch{}
-		for range min(benchBatch, n-done) {
+		for range min(relaytest.RatioBatch, n-done) {
 			batch.Queue(rawInsert, topic, relay.NewID(), payload)
 		}
 		batch.Queue(`SELECT pg_notify($1, $2)`, "relay_"+testSchema, topic)
@@ -106,7 +93,7 @@ func provisioned(b *testing.B, pool *pgxpool.Pool) (topic, group string) {
 func relayPublishRate(b *testing.B, n int) float64 {
 	pub := openPub(b)
 	topic, _ := provisioned(b, rawPool(b))
-	return relaytest.PublishRate(b, pub, topic, n, benchBatch, make([]byte, 100))
+	return relaytest.PublishRate(b, pub, topic, n, relaytest.RatioBatch, make([]byte, 100))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -136,7 +123,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 	analyze(b, pool)
 	start := time.Now()
 	for got := 0; got < n; {
-		rows, err := pool.Query(ctx, rawClaim, topic, group, benchWindow)
+		rows, err := pool.Query(ctx, rawClaim, topic, group, relaytest.RatioWindow)
 		if err != nil {
 			b.Fatal(err)
 		}

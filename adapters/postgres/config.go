@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/rowqueue"
 )
 
@@ -117,10 +118,7 @@ func (c *SubscriberConfig) defaults() {
 // Validate reports every problem of c at once, or nil. Zero values that
 // have a default are valid.
 func (c *SubscriberConfig) Validate() error {
-	var errs []error
-	if c.Group == "" {
-		errs = append(errs, errors.New("relay/postgres: Group is required: the name of this subscriber's group of competing consumers"))
-	}
+	errs := []error{driver.CheckGroup("postgres", c.Group)}
 	if why := rowqueue.ValidText(c.Group); why != "" {
 		errs = append(errs, fmt.Errorf("relay/postgres: Group %.40q %s", c.Group, why))
 	}

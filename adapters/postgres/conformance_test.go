@@ -5,22 +5,15 @@ import (
 
 	_ "github.com/go-relay/relay/adapters/postgres"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestConformance(t *testing.T) {
 	base := pgURL(t)
 	h := drivertest.Harness{
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) drivertest.HungBroker {
-			proxied, p := testenv.ProxyURL(t, base)
-			return drivertest.HungBroker{
-				PublisherURL:  proxied,
-				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
-				Hang:          p.Hang,
-			}
-		},
+		SubscriberURL: testenv.GroupURL(base),
+		HungBroker:    testenv.HungBroker(base),
 	}
 	if why := local.CanRestart(t); why == "" {
 		h.Restart = local.Restart

@@ -11,7 +11,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/postgres"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestOutboxDelayed: a delayed message written by PublishTx and

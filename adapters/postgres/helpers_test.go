@@ -14,7 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // testSchema is this test run's own schema, dropped when the run ends.
@@ -62,40 +63,17 @@ func table(name string) string { return pgx.Identifier{testSchema, name}.Sanitiz
 
 func openPub(t testing.TB, kv ...string) relay.Publisher {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := relay.OpenPublisher(ctx, testenv.WithParams(pgURL(t), kv...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
+	return relaytest.OpenPublisher(t, testenv.WithParams(pgURL(t), kv...))
 }
 
 func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, testenv.WithParams(pgURL(t), append([]string{"group", group}, kv...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return relaytest.OpenSubscriber(t, testenv.WithParams(pgURL(t), append([]string{"group", group}, kv...)...))
 }
 
 func next(t testing.TB, ch <-chan *relay.Message) *relay.Message {
 	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatal("subscription channel closed")
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		t.Fatal("no message within 30s")
-	}
-	return nil
+	return relaytest.Next(t, ch, "the next message")
 }
 
 var errRollback = errors.New("roll back")

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestExpiredLeaseTakenOver: a row claimed by a consumer that died (its

@@ -62,23 +62,25 @@ func (l *listener) run(ctx context.Context) {
 	defer close(l.done)
 	var bo backoff.Backoff
 	for ctx.Err() == nil {
-		conn, err := pgx.ConnectConfig(ctx, l.cfg)
-		if err == nil {
-			if _, err = conn.Exec(ctx, l.listen); err != nil {
-				closeConn(conn)
+		var conn *pgx.Conn
+		err := bo.Retry(ctx, func() error {
+			var err error
+			conn, err = pgx.ConnectConfig(ctx, l.cfg)
+			if err == nil {
+				if _, err = conn.Exec(ctx, l.listen); err != nil {
+					closeConn(conn)
+				}
 			}
-		}
+			if err != nil && ctx.Err() == nil {
+				l.setErr(err)
+				l.log.Warn("relay/postgres: LISTEN connection failed; subscriptions poll meanwhile", "err", err)
+			}
+			return err
+		}, nil)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			l.setErr(err)
-			l.log.Warn("relay/postgres: LISTEN connection failed; subscriptions poll meanwhile", "err", err)
-			bo.Sleep(ctx)
-			continue
+			return // ctx is done
 		}
 		l.setErr(nil)
-		bo.Reset()
 		l.wake("")
 		for {
 			n, err := l.next(ctx, conn)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/postgres"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestCallerPool: NewPublisher and NewSubscriber work through a pool the

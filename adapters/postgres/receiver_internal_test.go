@@ -13,7 +13,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/rowqueue"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // TestSettleWakesWaitingReceive: acks that Settle keeps for the next

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // TestRequestReply runs the request/reply conformance checks: the
@@ -14,7 +14,7 @@ func TestRequestReply(t *testing.T) {
 	base := pgURL(t)
 	drivertest.RunRequestReply(t, drivertest.Harness{
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
+		SubscriberURL: testenv.GroupURL(base),
 		TopicExists: func(t testing.TB, topic string) bool {
 			var n int
 			err := rawPool(t).QueryRow(context.Background(), "SELECT count(*) FROM "+table("groups")+" WHERE topic = $1", topic).Scan(&n)

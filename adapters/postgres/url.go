@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/urlopt"
 	"github.com/go-relay/relay/internal/rowqueue"
 )
@@ -19,12 +19,27 @@ const (
 	SchemeLong = "postgresql"
 )
 
-func init() {
-	relay.Register(Scheme, opener{})
-	relay.Register(SchemeLong, opener{})
-}
+func init() { opener.Register(Scheme, SchemeLong) }
 
-type opener struct{}
+// opener opens postgres://user[:pass]@host:5432/db?... (see
+// docs/postgres.md).
+var opener = driver.Opener[urlConfig]{
+	Backend: "postgres",
+	Parse:   parseURL,
+	Connect: func(ctx context.Context, c *urlConfig) (err error) {
+		c.dials = track(&c.pool.ConnConfig.Config)
+		c.conn, err = pgxpool.NewWithConfig(ctx, c.pool)
+		return err
+	},
+	Disconnect: func(c urlConfig) { closePool(c.conn, c.dials) },
+	NewPublisher: func(ctx context.Context, c urlConfig) (relay.Publisher, error) {
+		return newPublisher(ctx, c.conn, c.pub, c.dials)
+	},
+	NewSubscriber: func(ctx context.Context, c urlConfig) (relay.Subscriber, error) {
+		return newSubscriber(ctx, c.conn, c.sub, c.dials)
+	},
+	Defaults: relay.URLDefaults{SourceWindow: driver.DefaultSourceWindow, EitherSide: true},
+}
 
 // ConnParams are the query parameters passed on to pgx (libpq's names)
 // unchanged; see the pgx and pgxpool documentation.
@@ -45,6 +60,9 @@ type urlConfig struct {
 	pool *pgxpool.Config
 	pub  PublisherConfig
 	sub  SubscriberConfig
+	// set by opener.Connect
+	conn  *pgxpool.Pool
+	dials *dialTracker
 }
 
 // parseURL reads the connection and the parameters of both sides, so that
@@ -86,54 +104,4 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	}
 	c.pool = cfg
 	return c, p.Err()
-}
-
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, err := parseURL(u, false)
-	return err
-}
-
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, err := parseURL(u, true)
-	return err
-}
-
-// OpenPublisher opens postgres://user[:pass]@host:5432/db?... (see docs/postgres.md).
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	c, err := parseURL(u, false)
-	if err != nil {
-		return nil, err
-	}
-	dials := track(&c.pool.ConnConfig.Config)
-	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
-	if err != nil {
-		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
-	}
-	pub, err := newPublisher(ctx, pool, c.pub, dials)
-	if err != nil {
-		closePool(pool, dials)
-		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
-	}
-	return pub, nil
-}
-
-// OpenSubscriber opens postgres://user[:pass]@host:5432/db?group=G&... (see docs/postgres.md).
-func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	c, err := parseURL(u, true)
-	if err != nil {
-		return nil, err
-	}
-	dials := track(&c.pool.ConnConfig.Config)
-	pool, err := pgxpool.NewWithConfig(ctx, c.pool)
-	if err != nil {
-		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
-	}
-	sub, err := newSubscriber(ctx, pool, c.sub, dials)
-	if err != nil {
-		closePool(pool, dials)
-		return nil, fmt.Errorf("relay/postgres: %s: %w", relay.Redact(u.String()), err)
-	}
-	return sub, nil
 }

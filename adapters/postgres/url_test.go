@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/postgres"
-	"github.com/go-relay/relay/driver/urlopt/urlopttest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/driver/drivertest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // Bad URLs are refused before any connection, naming the parameter.
@@ -75,7 +75,7 @@ func TestURLRedacts(t *testing.T) {
 // One URL with both sides' parameters and pgx's opens a publisher and a
 // subscriber (project rule 3); an unknown parameter fails on both.
 func TestURLBothSides(t *testing.T) {
-	urlopttest.BothSides(t, context.Background(), testenv.WithParams(pgURL(t), "group", "g", "inflight", "8",
+	drivertest.URLBothSides(t, context.Background(), testenv.WithParams(pgURL(t), "group", "g", "inflight", "8",
 		"lease", "10s", "poll", "500ms", "ping_interval", "5s", "max_bytes", "1024", "application_name", "relay-test",
 		"connect_timeout", "3", "pool_max_conns", "4", "sslmode", "disable"))
 }

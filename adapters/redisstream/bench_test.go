@@ -12,18 +12,13 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // Benchmarks compare relay with go-redis doing the same work on the same
 // server in the same run: 100-byte payloads with a message ID field,
 // published in pipelined batches of 100; consumed with a window of 256
 // (XREADGROUP COUNT 256) and acknowledged in XACK batches.
-
-const (
-	benchBatch  = 100
-	benchWindow = 256
-)
 
 func BenchmarkPublish(b *testing.B) {
 	payload := make([]byte, 100)
@@ -33,11 +28,11 @@ func BenchmarkPublish(b *testing.B) {
 		pub := openPub(b)
 		topic := relaytest.Unique("bench-pub")
 		b.Cleanup(func() { raw.Del(ctx, topic) })
-		batch := make([]*relay.Message, benchBatch)
+		batch := make([]*relay.Message, relaytest.RatioBatch)
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		cpu := startCPU(b)
-		for i := 0; i < b.N; i += benchBatch {
+		for i := 0; i < b.N; i += relaytest.RatioBatch {
 			for j := range batch {
 				batch[j] = relay.NewMessage(payload)
 			}
@@ -54,9 +49,9 @@ func BenchmarkPublish(b *testing.B) {
 		b.SetBytes(int64(len(payload)))
 		b.ReportAllocs()
 		cpu := startCPU(b)
-		for i := 0; i < b.N; i += benchBatch {
+		for i := 0; i < b.N; i += relaytest.RatioBatch {
 			cmds, err := raw.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for j := 0; j < benchBatch; j++ {
+				for j := 0; j < relaytest.RatioBatch; j++ {
 					p.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"id", relay.NewID(), "payload", payload}})
 				}
 				return nil
@@ -151,10 +146,10 @@ func BenchmarkConsumeAck(b *testing.B) {
 		b.SetBytes(100)
 		b.ReportAllocs()
 		cpu := startCPU(b)
-		ids := make([]string, 0, benchWindow)
+		ids := make([]string, 0, relaytest.RatioWindow)
 		for got := 0; got < b.N; {
 			res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{
-				Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: benchWindow, Block: time.Second,
+				Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: relaytest.RatioWindow, Block: time.Second,
 			}).Result()
 			if err != nil {
 				b.Fatal(err)
@@ -178,41 +173,20 @@ func BenchmarkConsumeAck(b *testing.B) {
 	})
 }
 
-// BenchmarkRatio alternates relay and go-redis in rounds (relay first in
-// even rounds, raw first in odd ones) over b.N messages each and reports
-// the median rate of each side and their ratio, so that load from other
-// processes on the machine weighs on both sides alike. Use a fixed count,
-// e.g. -benchtime 20000x.
+// BenchmarkRatio compares relay with go-redis doing the same work on the
+// same server in the same run (relaytest.PublishConsumeRatio): the raw
+// side pipelines one XADD per message, and reads with XREADGROUP and acks
+// each batch with one XACK. Use a fixed count, e.g. -benchtime 20000x.
 func BenchmarkRatio(b *testing.B) {
-	const rounds = 5
-	compare := func(b *testing.B, relayRate, rawRate func(b *testing.B, n int) float64) {
-		relaytest.CompareRates(b, rounds, relayRate, rawRate)
-	}
-	b.Run("publish/batch=100", func(b *testing.B) { compare(b, relayPublishRate, rawPublishRate) })
-	b.Run("consume-ack/window=256", func(b *testing.B) { compare(b, relayConsumeRate, rawConsumeRate) })
+	relaytest.PublishConsumeRatio(b, relayPublishRate, rawPublishRate, relayConsumeRate, rawConsumeRate)
 }
 
 func relayPublishRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	raw := rawClient(b)
 	pub := openPub(b)
 	topic := relaytest.Unique("bench-pub")
-	defer raw.Del(ctx, topic)
-	payload := make([]byte, 100)
-	batch := make([]*relay.Message, benchBatch)
-	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
-		for j := range batch[:k] {
-			batch[j] = relay.NewMessage(payload)
-		}
-		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = pub.Close()
-	return rate
+	defer raw.Del(context.Background(), topic)
+	return relaytest.PublishRate(b, pub, topic, n, relaytest.RatioBatch, make([]byte, relaytest.RatioPayload))
 }
 
 func rawPublishRate(b *testing.B, n int) float64 {
@@ -222,8 +196,8 @@ func rawPublishRate(b *testing.B, n int) float64 {
 	defer raw.Del(ctx, topic)
 	payload := make([]byte, 100)
 	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
+	for done := 0; done < n; done += relaytest.RatioBatch {
+		k := min(relaytest.RatioBatch, n-done)
 		cmds, err := raw.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for range k {
 				p.XAdd(ctx, &redis.XAddArgs{Stream: topic, Values: []any{"id", relay.NewID(), "payload", payload}})
@@ -243,32 +217,13 @@ func rawPublishRate(b *testing.B, n int) float64 {
 }
 
 func relayConsumeRate(b *testing.B, n int) float64 {
-	ctx := context.Background()
 	raw := rawClient(b)
 	topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
-	defer raw.Del(ctx, topic)
-	sub := openSub(b, group, "inflight", fmt.Sprint(benchWindow))
+	defer raw.Del(context.Background(), topic)
+	sub := openSub(b, group, "inflight", fmt.Sprint(relaytest.RatioWindow))
 	provision(b, sub, topic)
 	fill(b, raw, topic, n)
-	start := time.Now()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch, err := sub.Subscribe(sctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range n {
-		m, ok := <-ch
-		if !ok {
-			b.Fatal("channel closed")
-		}
-		if err := m.Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = sub.Close()
-	return rate
+	return relaytest.AckLoopRate(b, sub, topic, n, nil)
 }
 
 func rawConsumeRate(b *testing.B, n int) float64 {
@@ -280,11 +235,11 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 		b.Fatal(err)
 	}
 	fill(b, raw, topic, n)
-	ids := make([]string, 0, benchWindow)
+	ids := make([]string, 0, relaytest.RatioWindow)
 	start := time.Now()
 	for got := 0; got < n; {
 		res, err := raw.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: benchWindow, Block: time.Second,
+			Group: group, Consumer: "raw", Streams: []string{topic, ">"}, Count: relaytest.RatioWindow, Block: time.Second,
 		}).Result()
 		if err != nil {
 			b.Fatal(err)

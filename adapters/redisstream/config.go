@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/go-relay/relay/driver"
 )
 
 // Defaults of the configuration fields.
@@ -148,10 +150,7 @@ func (c *SubscriberConfig) defaults() {
 // Validate reports every problem of c at once, or nil. Zero values that
 // have a default are valid.
 func (c *SubscriberConfig) Validate() error {
-	var errs []error
-	if c.Group == "" {
-		errs = append(errs, errors.New("relay/redis: Group is required: the name of this subscriber's group of competing consumers"))
-	}
+	errs := []error{driver.CheckGroup("redis", c.Group)}
 	if c.Consumer == HandbackConsumer {
 		errs = append(errs, fmt.Errorf("relay/redis: Consumer %q is reserved", HandbackConsumer))
 	}

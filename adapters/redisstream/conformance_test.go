@@ -7,7 +7,7 @@ import (
 
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.ProxyGoroutines()...) }
@@ -16,15 +16,8 @@ func TestConformance(t *testing.T) {
 	base := redisURL(t)
 	h := drivertest.Harness{
 		PublisherURL:  base,
-		SubscriberURL: func(group string) string { return testenv.WithParams(base, "group", group) },
-		HungBroker: func(t testing.TB) drivertest.HungBroker {
-			proxied, p := testenv.ProxyURL(t, base)
-			return drivertest.HungBroker{
-				PublisherURL:  proxied,
-				SubscriberURL: func(group string) string { return testenv.WithParams(proxied, "group", group) },
-				Hang:          p.Hang,
-			}
-		},
+		SubscriberURL: testenv.GroupURL(base),
+		HungBroker:    testenv.HungBroker(base),
 	}
 	if why := canRestart(t); why == "" {
 		h.Restart = restartRedis

@@ -7,13 +7,12 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/driver/backoff"
+	"github.com/go-relay/relay/driver"
 )
 
 // Emulated delayed delivery (Message.DeliverAt).
@@ -22,7 +21,7 @@ import (
 // set DelayedSuffix beside the stream, scored by its due time in Unix
 // milliseconds rounded up (so that it is never moved early). The member
 // is the stream entry itself, framed: see delayedMember. Subscriptions run
-// a mover (one per stream per subscriber) that moves due members to the
+// a mover (one per stream per subscriber, a driver.Mover) that moves due members to the
 // stream with moveDue, an atomic Lua script that reads the server's clock,
 // so a crash of any process never loses or duplicates a move.
 
@@ -136,93 +135,35 @@ local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {moved, nxt[2] or '', now, failed, firstErr}
 `)
 
-// movers runs one mover per stream key for a subscriber, however many of
-// its subscriptions read that stream. Safe for concurrent use.
-type movers struct {
-	c    *redis.Client
-	poll time.Duration
-	log  *slog.Logger
-
-	mu      sync.Mutex
-	running map[string]*mover
+// newMovers returns the movers of delayed messages for a subscriber: one
+// loop per stream key, however many of its subscriptions read that
+// stream, each running moveTask.Move.
+func newMovers(c *redis.Client, poll time.Duration, log *slog.Logger) *driver.Mover {
+	return driver.NewMover(func(key string) (driver.MoveTask, error) {
+		return &moveTask{c: c, poll: poll, log: log, keys: []string{key + DelayedSuffix, key}}, nil
+	}, log)
 }
 
-type mover struct {
-	refs   int
-	cancel context.CancelFunc
-	done   chan struct{}
+// moveTask moves the due members of one stream's delayed set into the
+// stream.
+type moveTask struct {
+	c      *redis.Client
+	poll   time.Duration
+	log    *slog.Logger
+	keys   []string  // the delayed set and the stream
+	warned time.Time // when members that cannot be moved were last logged
 }
 
-// acquire starts the mover of stream key unless it runs, and returns the
-// func that stops it when the last subscription of key lets go (it waits
-// for the mover's goroutine to end).
-func (ms *movers) acquire(key string) (release func()) {
-	ms.mu.Lock()
-	defer ms.mu.Unlock()
-	if ms.running == nil {
-		ms.running = map[string]*mover{}
-	}
-	mv := ms.running[key]
-	if mv == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		mv = &mover{cancel: cancel, done: make(chan struct{})}
-		ms.running[key] = mv
-		go ms.run(ctx, key, mv.done)
-	}
-	mv.refs++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			ms.mu.Lock()
-			mv.refs--
-			last := mv.refs == 0
-			if last {
-				delete(ms.running, key)
-			}
-			ms.mu.Unlock()
-			if last {
-				mv.cancel()
-				<-mv.done
-			}
-		})
-	}
-}
+// Close implements driver.MoveTask: nothing is left to end.
+func (*moveTask) Close(context.Context) {}
 
-// run moves due members of key's delayed set into key until ctx ends. It
-// sleeps until the earliest member left is due, at most poll (so that a
-// member published meanwhile with an earlier due time is at most poll
-// late), and backs off on errors.
-func (ms *movers) run(ctx context.Context, key string, done chan struct{}) {
-	defer close(done)
-	keys := []string{key + DelayedSuffix, key}
-	bo := backoff.Backoff{Max: 5 * time.Second}
-	t := time.NewTimer(0)
-	defer t.Stop()
-	var warned time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		wait, err := ms.moveOnce(ctx, keys, &warned)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			ms.log.Warn("relay: redis: moving due delayed messages", "stream", key, "err", err)
-			wait = bo.Next()
-		} else {
-			bo.Reset()
-		}
-		t.Reset(wait)
-	}
-}
-
-// moveOnce runs moveDue once and returns how long to wait before the next run.
-// warned is when the caller last logged members that cannot be moved.
-func (ms *movers) moveOnce(ctx context.Context, keys []string, warned *time.Time) (time.Duration, error) {
-	res, err := moveDue.Run(ctx, ms.c, keys, moveBatch).Slice()
+// Move implements driver.MoveTask: it runs moveDue once and returns how
+// long to wait before the next run: until the earliest member left is due,
+// at most poll (so that a member published meanwhile with an earlier due
+// time is at most poll late); 0 after a full batch.
+func (mt *moveTask) Move(ctx context.Context) (time.Duration, error) {
+	keys := mt.keys
+	res, err := moveDue.Run(ctx, mt.c, keys, moveBatch).Slice()
 	if err != nil {
 		return 0, fmt.Errorf("relay/redis: moving due delayed messages of %q: %w", keys[1], err)
 	}
@@ -235,19 +176,19 @@ func (ms *movers) moveOnce(ctx context.Context, keys []string, warned *time.Time
 	if failed > 0 {
 		// They stay in the set, due, and are tried again on every run:
 		// say so at most once a minute.
-		if time.Since(*warned) > time.Minute {
-			*warned = time.Now()
-			ms.log.Warn("relay: redis: due delayed messages cannot be added to their stream; they stay in the delayed set",
+		if time.Since(mt.warned) > time.Minute {
+			mt.warned = time.Now()
+			mt.log.Warn("relay: redis: due delayed messages cannot be added to their stream; they stay in the delayed set",
 				"stream", keys[1], "failed", failed, "err", res[4])
 		}
 		if moved == 0 {
-			return ms.poll, nil
+			return mt.poll, nil
 		}
 	}
 	if moved > 0 && moved+failed >= moveBatch {
 		return 0, nil // a full batch: more may be due
 	}
-	wait := ms.poll
+	wait := mt.poll
 	if s, _ := res[1].(string); s != "" {
 		next, err := strconv.ParseFloat(s, 64)
 		if err == nil {

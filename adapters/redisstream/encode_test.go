@@ -2,6 +2,7 @@ package redisstream
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	for _, m := range cases {
 		got := Decode("1-0", fields(Encode(m)))
-		if got.ID != m.ID || got.Key != m.Key || !bytes.Equal(got.Payload, m.Payload) || !equalMD(got.Metadata, m.Metadata) {
+		if got.ID != m.ID || got.Key != m.Key || !bytes.Equal(got.Payload, m.Payload) || !maps.Equal(got.Metadata, m.Metadata) {
 			t.Errorf("round trip of %+v gave %+v", m, got)
 		}
 		if n := encodedSize(m); n < driver.EncodedSize(m) {
@@ -41,25 +42,13 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 
 func TestDecodeForeign(t *testing.T) {
 	m := Decode("5-1", map[string]any{"value": "v", "message": "msg"})
-	if m.ID != "5-1" || string(m.Payload) != "msg" || !equalMD(m.Metadata, relay.Metadata{"value": "v"}) {
+	if m.ID != "5-1" || string(m.Payload) != "msg" || !maps.Equal(m.Metadata, relay.Metadata{"value": "v"}) {
 		t.Errorf("preference order: %+v", m)
 	}
 	m = Decode("5-2", map[string]any{"n": int64(3)})
 	if m.Metadata["n"] != "3" || m.Payload == nil || len(m.Payload) != 0 {
 		t.Errorf("non-string value: %+v", m)
 	}
-}
-
-func equalMD(a, b relay.Metadata) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestParseVersion(t *testing.T) {
@@ -106,7 +95,7 @@ func TestDecodeFieldsRepeated(t *testing.T) {
 	}
 	for _, c := range cases {
 		m := DecodeFields("9-0", c.fields)
-		if m.ID != c.id || m.Key != c.key || string(m.Payload) != c.payload || !equalMD(m.Metadata, c.md) {
+		if m.ID != c.id || m.Key != c.key || string(m.Payload) != c.payload || !maps.Equal(m.Metadata, c.md) {
 			t.Errorf("%q: got ID %q key %q payload %q md %q; want %q %q %q %q", c.fields, m.ID, m.Key, m.Payload, m.Metadata, c.id, c.key, c.payload, c.md)
 		}
 		// The receiver's []byte instantiation decodes the same.
@@ -115,7 +104,7 @@ func TestDecodeFieldsRepeated(t *testing.T) {
 			bs[i] = []byte(f)
 		}
 		for _, a := range []*driver.Arena{nil, new(driver.Arena)} {
-			if b := decode("9-0", bs, a); b.ID != m.ID || b.Key != m.Key || !bytes.Equal(b.Payload, m.Payload) || !equalMD(b.Metadata, m.Metadata) {
+			if b := decode("9-0", bs, a); b.ID != m.ID || b.Key != m.Key || !bytes.Equal(b.Payload, m.Payload) || !maps.Equal(b.Metadata, m.Metadata) {
 				t.Errorf("%q: []byte decode (arena %v) %+v differs from string decode %+v", c.fields, a != nil, b, m)
 			}
 		}
@@ -135,7 +124,7 @@ func TestParseReplies(t *testing.T) {
 		if err != nil || len(got) != 2 {
 			t.Fatalf("%s: %v %v", name, got, err)
 		}
-		if m := got[0].msg; got[0].id != "1-0" || string(m.Payload) != "hi" || !equalMD(m.Metadata, relay.Metadata{"a": "1", "a#2": "2"}) {
+		if m := got[0].msg; got[0].id != "1-0" || string(m.Payload) != "hi" || !maps.Equal(m.Metadata, relay.Metadata{"a": "1", "a#2": "2"}) {
 			t.Errorf("%s: entry %+v", name, m)
 		}
 		if got[1].id != "2-0" || got[1].msg != nil {
@@ -186,7 +175,7 @@ func TestParsedPayloadIsACopy(t *testing.T) {
 		if p := e.msg.Payload; string(p) != "hello" {
 			t.Errorf("arena %v: payload %q changed with the raw reply: it shares its memory", a != nil, p)
 		}
-		if e.id != "1-0" || e.msg.ID != "m1" || e.msg.Key != "k" || !equalMD(e.msg.Metadata, relay.Metadata{"t": "v"}) {
+		if e.id != "1-0" || e.msg.ID != "m1" || e.msg.Key != "k" || !maps.Equal(e.msg.Metadata, relay.Metadata{"t": "v"}) {
 			t.Errorf("arena %v: entry %q, message %q/%q/%v changed with the raw reply", a != nil, e.id, e.msg.ID, e.msg.Key, e.msg.Metadata)
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // redisURL is the server the tests use (RELAY_TEST_REDIS_URL or the local
@@ -36,26 +37,12 @@ func rawClient(t testing.TB) *redis.Client {
 
 func openPub(t testing.TB, kv ...string) relay.Publisher {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	p, err := relay.OpenPublisher(ctx, testenv.WithParams(redisURL(t), kv...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
+	return relaytest.OpenPublisher(t, testenv.WithParams(redisURL(t), kv...))
 }
 
 func openSub(t testing.TB, group string, kv ...string) relay.Subscriber {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := relay.OpenSubscriber(ctx, testenv.WithParams(redisURL(t), append([]string{"group", group}, kv...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return relaytest.OpenSubscriber(t, testenv.WithParams(redisURL(t), append([]string{"group", group}, kv...)...))
 }
 
 // local is the test server for restarts: it is stopped with SHUTDOWN

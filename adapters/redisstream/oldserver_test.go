@@ -7,10 +7,10 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // fakeOldRedis answers like a Redis 6.0 server: no HELLO, INFO reports
@@ -21,24 +21,7 @@ func fakeOldRedis(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				serveOld(c)
-			}()
-		}
-	}()
+	testenv.Serve(t, ln, serveOld)
 	return ln.Addr().String()
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
+	"github.com/go-relay/relay/driver/backoff"
 	"github.com/go-relay/relay/internal/bytesview"
 )
 
@@ -55,7 +56,7 @@ type receiver struct {
 
 	// stopMover lets go of the stream's mover of delayed messages; set by
 	// Subscribe.
-	stopMover func()
+	stopMover func(context.Context)
 
 	// Read state, owned by Receive (called from one goroutine).
 	reply       bytes.Buffer // the raw reply of the latest read step (see read)
@@ -226,8 +227,7 @@ func (r *receiver) readOwn(ctx context.Context, max int) ([]driver.Received, err
 // read sends a command of a read step and returns its raw reply, which
 // stays valid until the next read: the reply is streamed into r.reply, a
 // buffer the receiver keeps, instead of DoRaw's new slice grown by
-// doubling for every reply (a third of a Redis consumer's own CPU went to
-// that growth). The parsers copy what they keep out of the reply. Unlike
+// doubling for every reply, a cost paid on every read step. The parsers copy what they keep out of the reply. Unlike
 // DoRaw, go-redis does not retry such a command; the shared layer retries
 // the failed Receive.
 func (r *receiver) read(ctx context.Context, c *redis.Client, args ...any) ([]byte, error) {
@@ -303,7 +303,8 @@ func (r *receiver) wake() {
 }
 
 // unblock sends CLIENT UNBLOCK until the read returns: the command is a
-// no-op when it reaches the server before the read does, so it repeats.
+// no-op when it reaches the server before the read does, so it repeats,
+// every few milliseconds for up to unblockFor.
 func (r *receiver) unblock() {
 	defer r.wakers.Done()
 	defer func() {
@@ -311,29 +312,36 @@ func (r *receiver) unblock() {
 		r.waking = false
 		r.wmu.Unlock()
 	}()
-	for range 200 {
+	ctx, cancel := context.WithTimeout(context.Background(), unblockFor)
+	defer cancel()
+	bo := backoff.Backoff{Initial: 5 * time.Millisecond, Max: 5 * time.Millisecond}
+	_ = bo.Retry(ctx, func() error {
 		r.wmu.Lock()
 		busy := r.reading && r.wantWake
 		r.wmu.Unlock()
 		if !busy {
-			return
+			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		n, err := r.c.ClientUnblock(ctx, r.clientID.Load()).Result()
-		cancel()
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "NOPERM") || strings.Contains(err.Error(), "unknown") {
 				r.unblockDenied.Store(true)
 				r.log.Info("relay: CLIENT UNBLOCK is not permitted; Close and Nack wait up to block= for a read to end", "err", err)
 			}
-			return
+			return err
 		}
 		if n == 1 {
-			return
+			return nil
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return errReadNotBlocked
+	}, func(err error) bool { return err == errReadNotBlocked })
 }
+
+// unblockFor bounds how long unblock keeps trying.
+const unblockFor = time.Second
+
+// errReadNotBlocked: CLIENT UNBLOCK reached the server before the read.
+var errReadNotBlocked = errors.New("the read is not blocked yet")
 
 // Extend resets the idle time of the entries still held, so that other
 // consumers' XAUTOCLAIM does not take them.
@@ -388,7 +396,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 // Receive has returned when it is called.
 func (r *receiver) Close(ctx context.Context) error {
 	if r.stopMover != nil {
-		r.stopMover()
+		r.stopMover(ctx)
 	}
 	r.stopWake()
 	r.wmu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,8 +16,8 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // provision is relaytest.Provision with this suite's 10s limit.
@@ -348,7 +349,7 @@ func TestForeignEntries(t *testing.T) {
 		if wantID == "" {
 			wantID = entryIDs[i]
 		}
-		if m.ID != wantID || m.Key != c.want.key || string(m.Payload) != c.want.payload || !sameMD(m.Metadata, c.want.md) {
+		if m.ID != wantID || m.Key != c.want.key || string(m.Payload) != c.want.payload || !maps.Equal(m.Metadata, c.want.md) {
 			t.Errorf("entry %v: got ID %q key %q payload %q md %q; want %q %q %q %q",
 				c.fields, m.ID, m.Key, m.Payload, m.Metadata, wantID, c.want.key, c.want.payload, c.want.md)
 		}
@@ -357,18 +358,6 @@ func TestForeignEntries(t *testing.T) {
 	if m := relaytest.Next(t, ch, "relay message after foreign ones"); m.ID != own.ID {
 		t.Errorf("got %s, want %s", m.ID, own.ID)
 	}
-}
-
-func sameMD(a, b relay.Metadata) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // The entry relay writes is readable with redis-cli XRANGE: plain fields

@@ -3,6 +3,7 @@ package redisstream_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // An entry with repeated fields, written by a foreign producer with a raw
@@ -27,7 +28,7 @@ func TestRepeatedFieldsKeepEveryValue(t *testing.T) {
 	want := relay.Metadata{"id#2": "ext-1-again", "payload#2": "second", "x": "1", "x#2": "2", "a": "1", "a#2": "2", "a#3": "3"}
 	check := func(t *testing.T, m *relay.Message) {
 		t.Helper()
-		if m.ID != "ext-1" || string(m.Payload) != "first" || !sameMD(m.Metadata, want) {
+		if m.ID != "ext-1" || string(m.Payload) != "first" || !maps.Equal(m.Metadata, want) {
 			t.Errorf("got ID %q payload %q md %q; want ext-1 first %q", m.ID, m.Payload, m.Metadata, want)
 		}
 		if err := m.Ack(); err != nil {

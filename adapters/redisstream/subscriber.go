@@ -33,7 +33,7 @@ func newSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConf
 	caps := capabilities(DefaultMaxBytes)
 	caps.MaxDelay = maxDelay(cfg.ClaimIdle) // longer NackAfter delays are emulated by the shared layer
 	d := &subDriver{c: client, cfg: cfg, own: own, caps: caps,
-		movers: &movers{c: client, poll: cfg.DelayPoll, log: cfg.Logger.With("backend", "redis")}}
+		movers: newMovers(client, cfg.DelayPoll, cfg.Logger.With("backend", "redis"))}
 	return driver.NewSubscriber(d, driver.Options{
 		InFlight:      cfg.InFlight,
 		InFlightBytes: cfg.InFlightBytes,
@@ -49,7 +49,7 @@ type subDriver struct {
 	own  bool
 	caps relay.Capabilities
 	// movers move the due delayed messages of the subscribed streams.
-	movers *movers
+	movers *driver.Mover
 }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
@@ -71,9 +71,13 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	if err != nil {
 		return nil, err
 	}
+	stopMover, err := d.movers.Acquire(key)
+	if err != nil {
+		return nil, err
+	}
 	name, release := acquireConsumer(key, d.cfg.Group, d.cfg.Consumer)
 	r := newReceiver(ctx, d, key, name, release)
-	r.stopMover = d.movers.acquire(key)
+	r.stopMover = stopMover
 	return r, nil
 }
 

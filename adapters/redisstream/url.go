@@ -2,8 +2,6 @@ package redisstream
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/tlsconf"
 	"github.com/go-relay/relay/driver/urlopt"
 )
@@ -22,18 +21,33 @@ const (
 	SchemeTLS = "rediss"
 )
 
-func init() {
-	relay.Register(Scheme, opener{})
-	relay.Register(SchemeTLS, opener{})
-}
+func init() { opener.Register(Scheme, SchemeTLS) }
 
-type opener struct{}
+// opener opens redis://[user:pass@]host:port/DB?... and rediss:// (see
+// docs/redis.md).
+var opener = driver.Opener[urlConfig]{
+	Backend: "redis",
+	Parse:   parseURL,
+	Connect: func(_ context.Context, c *urlConfig) error {
+		c.client = redis.NewClient(c.opts)
+		return nil
+	},
+	Disconnect: func(c urlConfig) { _ = c.client.Close() },
+	NewPublisher: func(ctx context.Context, c urlConfig) (relay.Publisher, error) {
+		return newPublisher(ctx, c.client, c.pub, true)
+	},
+	NewSubscriber: func(ctx context.Context, c urlConfig) (relay.Subscriber, error) {
+		return newSubscriber(ctx, c.client, c.sub, true)
+	},
+	Defaults: relay.URLDefaults{SourceWindow: driver.DefaultSourceWindow, EitherSide: true},
+}
 
 // urlConfig is everything a redis:// URL configures, for both sides.
 type urlConfig struct {
-	opts *redis.Options
-	pub  PublisherConfig
-	sub  SubscriberConfig
+	opts   *redis.Options
+	pub    PublisherConfig
+	sub    SubscriberConfig
+	client *redis.Client // set by opener.Connect
 }
 
 // parseURL reads the connection and the parameters of both sides, so that
@@ -58,7 +72,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		p.Fail("maxage", "maxlen and maxage exclude each other")
 	}
 	c.sub = SubscriberConfig{
-		Group:         p.String("group", ""),
+		Group:         p.Group(subscriber),
 		Consumer:      p.String("consumer", ""),
 		Prefix:        prefix,
 		Start:         p.Enum("start", DefaultStart, StartOldest, StartNewest),
@@ -71,9 +85,6 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	}
 	if c.sub.ConsumerTTL = p.Duration("consumer_ttl", DefaultConsumerTTL); c.sub.ConsumerTTL == 0 {
 		c.sub.ConsumerTTL = -1 // consumer_ttl=0: never remove idle consumers
-	}
-	if subscriber && c.sub.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
 	if c.sub.Consumer == HandbackConsumer {
 		p.Fail("consumer", "%q is reserved", HandbackConsumer)
@@ -93,62 +104,13 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	return c, p.Err()
 }
 
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, err := parseURL(u, false)
-	return err
-}
-
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, err := parseURL(u, true)
-	return err
-}
-
-// OpenPublisher opens redis://[user:pass@]host:port/DB?... (see docs/redis.md).
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	c, err := parseURL(u, false)
-	if err != nil {
-		return nil, err
-	}
-	rc := redis.NewClient(c.opts)
-	pub, err := newPublisher(ctx, rc, c.pub, true)
-	if err != nil {
-		_ = rc.Close()
-		return nil, fmt.Errorf("relay/redis: %s: %w", relay.Redact(u.String()), err)
-	}
-	return pub, nil
-}
-
-// OpenSubscriber opens redis://[user:pass@]host:port/DB?group=G&... (see docs/redis.md).
-func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	c, err := parseURL(u, true)
-	if err != nil {
-		return nil, err
-	}
-	rc := redis.NewClient(c.opts)
-	sub, err := newSubscriber(ctx, rc, c.sub, true)
-	if err != nil {
-		_ = rc.Close()
-		return nil, fmt.Errorf("relay/redis: %s: %w", relay.Redact(u.String()), err)
-	}
-	return sub, nil
-}
-
 // clientOptions builds go-redis options from the URL's host, user info,
 // path (the database number) and connection parameters.
 func clientOptions(p *urlopt.Params, u *url.URL) *redis.Options {
 	o := &redis.Options{
-		Addr:                  u.Host,
+		Addr:                  urlopt.Address(u, "6379"),
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true,
-	}
-	if u.Port() == "" {
-		host := u.Hostname()
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		o.Addr = net.JoinHostPort(host, "6379")
 	}
 	if u.User != nil {
 		o.Username = u.User.Username()

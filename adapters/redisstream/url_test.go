@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/redisstream"
-	"github.com/go-relay/relay/driver/urlopt/urlopttest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/driver/drivertest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // Bad URLs are refused before any connection, naming the parameter.
@@ -79,7 +79,7 @@ func TestURLConnectsAndRedacts(t *testing.T) {
 // One URL with both sides' parameters opens a publisher and a subscriber
 // (project rule 3); an unknown parameter fails on both.
 func TestURLBothSides(t *testing.T) {
-	urlopttest.BothSides(t, context.Background(), testenv.WithParams(redisURL(t), "group", "g", "start", "0", "inflight", "8",
+	drivertest.URLBothSides(t, context.Background(), testenv.WithParams(redisURL(t), "group", "g", "start", "0", "inflight", "8",
 		"block", "500ms", "claim_idle", "10s", "maxlen", "1000", "max_bytes", "1024", "prefix", "p:"))
 }
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // The reader's read-ahead keeps to inflight_bytes as well as inflight:

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // BenchmarkRatio compares relay with database/sql and modernc.org/sqlite

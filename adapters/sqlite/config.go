@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/rowqueue"
 )
 
@@ -132,10 +133,7 @@ type SubscriberConfig struct {
 // Validate reports every problem of c at once, or nil. Zero values that
 // have a default are valid.
 func (c *SubscriberConfig) Validate() error {
-	errs := c.File.validate()
-	if c.Group == "" {
-		errs = append(errs, errors.New("relay/sqlite: Group is required: the name of this subscriber's group of competing consumers"))
-	}
+	errs := append(c.File.validate(), driver.CheckGroup("sqlite", c.Group))
 	if why := rowqueue.ValidText(c.Group); why != "" {
 		errs = append(errs, fmt.Errorf("relay/sqlite: Group %.40q %s", c.Group, why))
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // sqlite3 runs the sqlite3 command-line shell on the file of raw with

@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/driver/urlopt"
 	"github.com/go-relay/relay/internal/rowqueue"
 )
@@ -12,16 +13,19 @@ import (
 // Scheme of this backend.
 const Scheme = "sqlite"
 
-func init() {
-	relay.Register(Scheme, urlopt.Opener[urlConfig]{
-		Parse: parseURL,
-		Publisher: func(ctx context.Context, c urlConfig) (relay.Publisher, error) {
-			return NewPublisher(ctx, c.pub)
-		},
-		Subscriber: func(ctx context.Context, c urlConfig) (relay.Subscriber, error) {
-			return NewSubscriber(ctx, c.sub)
-		},
-	})
+func init() { opener.Register(Scheme) }
+
+// opener opens sqlite:///path/to/file.db?... (see docs/sqlite.md).
+var opener = driver.Opener[urlConfig]{
+	Backend: "sqlite",
+	Parse:   parseURL,
+	NewPublisher: func(ctx context.Context, c urlConfig) (relay.Publisher, error) {
+		return NewPublisher(ctx, c.pub)
+	},
+	NewSubscriber: func(ctx context.Context, c urlConfig) (relay.Subscriber, error) {
+		return NewSubscriber(ctx, c.sub)
+	},
+	Defaults: relay.URLDefaults{SourceWindow: driver.DefaultSourceWindow, EitherSide: true},
 }
 
 // urlConfig is everything a sqlite:// URL configures, for both sides.

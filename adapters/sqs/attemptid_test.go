@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // receiveAttempts records the ReceiveRequestAttemptId of every
@@ -80,7 +80,7 @@ func TestReceiveAttemptID(t *testing.T) {
 			}
 			defer sub.Close()
 			provision(t, sub, topic)
-			pub := openPub(t, baseURL(t, "sqs"))
+			pub := relaytest.OpenPublisher(t, baseURL(t, "sqs"))
 			m := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte("p")}
 			if err := pub.Publish(context.Background(), topic, m); err != nil {
 				t.Fatal(err)

@@ -25,8 +25,8 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // queueURLOf returns the URL of an existing queue.
@@ -78,14 +78,14 @@ func TestMetadataBeyondTenAttributes(t *testing.T) {
 	for _, scheme := range []string{relaysqs.SchemeSQS, relaysqs.SchemeSNS} {
 		t.Run(scheme, func(t *testing.T) {
 			topic := name("md")
-			pub := openPub(t, baseURL(t, scheme))
+			pub := relaytest.OpenPublisher(t, baseURL(t, scheme))
 			subURL := baseURL(t, scheme)
 			queue := topic
 			if scheme == relaysqs.SchemeSNS {
 				subURL = baseURL(t, scheme, "group=g")
 				queue = topic + "-g"
 			}
-			sub := openSub(t, subURL)
+			sub := relaytest.OpenSubscriber(t, subURL)
 			provision(t, sub, topic)
 
 			// First look at the wire with the plain SDK.
@@ -131,8 +131,8 @@ func TestMetadataBeyondTenAttributes(t *testing.T) {
 // A binary payload is base64 on the wire, marked, and byte-exact after.
 func TestBinaryPayload(t *testing.T) {
 	topic := name("bin")
-	pub := openPub(t, baseURL(t, "sqs"))
-	sub := openSub(t, baseURL(t, "sqs"))
+	pub := relaytest.OpenPublisher(t, baseURL(t, "sqs"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sqs"))
 	provision(t, sub, topic)
 	payload := make([]byte, 64<<10)
 	for i := range payload {
@@ -171,8 +171,8 @@ func TestBinaryPayload(t *testing.T) {
 // anything is sent, with *relay.LimitError naming the message.
 func TestLimitsAreTypedErrors(t *testing.T) {
 	topic := name("limits")
-	pub := openPub(t, baseURL(t, "sqs"))
-	sub := openSub(t, baseURL(t, "sqs"))
+	pub := relaytest.OpenPublisher(t, baseURL(t, "sqs"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sqs"))
 	provision(t, sub, topic)
 	ctx := context.Background()
 
@@ -208,8 +208,8 @@ func TestSlowHandlerNotRedelivered(t *testing.T) {
 	run := func(t *testing.T, extend string) (redelivered bool) {
 		topic := name("slow")
 		url := baseURL(t, "sqs", "visibility=3", "extend_every="+extend)
-		pub := openPub(t, url)
-		worker, other := openSub(t, url), openSub(t, url)
+		pub := relaytest.OpenPublisher(t, url)
+		worker, other := relaytest.OpenSubscriber(t, url), relaytest.OpenSubscriber(t, url)
 		provision(t, worker, topic)
 		wch := subscribe(t, worker, topic)
 		m := relay.NewMessage([]byte("slow work"))
@@ -258,8 +258,8 @@ func TestSlowHandlerNotRedelivered(t *testing.T) {
 // the messages were published gets none of them (SNS had no subscription).
 func TestSNSFanOutToGroups(t *testing.T) {
 	topic := name("fan")
-	pub := openPub(t, baseURL(t, "sns"))
-	a, b := openSub(t, baseURL(t, "sns", "group=a")), openSub(t, baseURL(t, "sns", "group=b"))
+	pub := relaytest.OpenPublisher(t, baseURL(t, "sns"))
+	a, b := relaytest.OpenSubscriber(t, baseURL(t, "sns", "group=a")), relaytest.OpenSubscriber(t, baseURL(t, "sns", "group=b"))
 	provision(t, a, topic)
 	provision(t, b, topic)
 	msgs := make([]*relay.Message, 25)
@@ -279,7 +279,7 @@ func TestSNSFanOutToGroups(t *testing.T) {
 			t.Errorf("group %s: extra delivery %s", group, d.ID)
 		}
 	}
-	late := openSub(t, baseURL(t, "sns", "group=late"))
+	late := relaytest.OpenSubscriber(t, baseURL(t, "sns", "group=late"))
 	lch := subscribe(t, late, topic)
 	if d := relaytest.Quiet(lch, time.Second); d != nil {
 		t.Errorf("a group subscribed after publishing got %s", d.ID)
@@ -303,8 +303,8 @@ func TestFIFOOrderPerKey(t *testing.T) {
 			if scheme == relaysqs.SchemeSNS {
 				subURL += "&group=g"
 			}
-			pub := openPub(t, url)
-			sub := openSub(t, subURL)
+			pub := relaytest.OpenPublisher(t, url)
+			sub := relaytest.OpenSubscriber(t, subURL)
 			if got := pub.(relay.CapabilityReporter).Capabilities().Ordering; got != relay.OrderPerKey {
 				t.Errorf("fifo=true declares ordering %q", got)
 			}
@@ -350,7 +350,7 @@ func TestForeignProducers(t *testing.T) {
 
 	t.Run("plain SQS message", func(t *testing.T) {
 		topic := name("foreign")
-		sub := openSub(t, baseURL(t, "sqs"))
+		sub := relaytest.OpenSubscriber(t, baseURL(t, "sqs"))
 		provision(t, sub, topic)
 		out, err := q.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURLOf(t, q, topic)), MessageBody: aws.String("hello"),
 			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
@@ -369,11 +369,11 @@ func TestForeignProducers(t *testing.T) {
 
 	t.Run("SNS envelopes", func(t *testing.T) {
 		topic := name("env")
-		sub := openSub(t, baseURL(t, "sns", "group=g", "raw_delivery=false"))
+		sub := relaytest.OpenSubscriber(t, baseURL(t, "sns", "group=g", "raw_delivery=false"))
 		provision(t, sub, topic)
 		ch := subscribe(t, sub, topic)
 		// A relay message through a subscription without raw delivery.
-		pub := openPub(t, baseURL(t, "sns"))
+		pub := relaytest.OpenPublisher(t, baseURL(t, "sns"))
 		rm := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte{0xff, 0, 1}, Metadata: relay.Metadata{"a": "1"}}
 		relaytest.Publish(t, pub, topic, rm)
 		m := relaytest.Next(t, ch, "enveloped relay message")
@@ -409,8 +409,8 @@ func TestForeignProducers(t *testing.T) {
 func TestDeadLetterQueue(t *testing.T) {
 	topic := name("dlq")
 	url := baseURL(t, "sqs", "max_receive=2")
-	pub := openPub(t, url)
-	sub := openSub(t, url)
+	pub := relaytest.OpenPublisher(t, url)
+	sub := relaytest.OpenSubscriber(t, url)
 	provision(t, sub, topic)
 	m := relay.NewMessage([]byte("poison"))
 	relaytest.Publish(t, pub, topic, m)
@@ -422,7 +422,7 @@ func TestDeadLetterQueue(t *testing.T) {
 		}
 		_ = d.Nack()
 	}
-	dlq := openSub(t, baseURL(t, "sqs"))
+	dlq := relaytest.OpenSubscriber(t, baseURL(t, "sqs"))
 	d := relaytest.Next(t, subscribe(t, dlq, topic+"-dlq"), "dead-lettered message")
 	if d.ID != m.ID || string(d.Payload) != "poison" {
 		t.Errorf("dead-letter queue delivered %s %q", d.ID, d.Payload)
@@ -522,7 +522,7 @@ func TestFIFOFailureStopsItsGroupOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	sub := openSub(t, baseURL(t, "sqs"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sqs"))
 	provision(t, sub, topic)
 
 	err = pub.Publish(context.Background(), topic, msgs...)
@@ -604,7 +604,7 @@ func TestFIFOTransientFailureSentAgainInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	sub := openSub(t, baseURL(t, "sqs"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sqs"))
 	provision(t, sub, topic)
 	if err := pub.Publish(context.Background(), topic, msgs...); err != nil {
 		t.Fatalf("Publish: %v", err)
@@ -658,7 +658,7 @@ func TestUnresponsiveService(t *testing.T) {
 		mu.Unlock()
 	}()
 	url := "sqs://?region=us-east-1&access_key_id=a&secret_key=b&max_attempts=1&endpoint=http://" + ln.Addr().String()
-	pub := openPub(t, url)
+	pub := relaytest.OpenPublisher(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err = pub.Publish(ctx, "q", relay.NewMessage([]byte("x")))
@@ -668,7 +668,7 @@ func TestUnresponsiveService(t *testing.T) {
 	if h := pub.(relay.HealthChecker).Health(); h == nil {
 		t.Error("Health is nil after a failed call")
 	}
-	sub := openSub(t, url)
+	sub := relaytest.OpenSubscriber(t, url)
 	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer scancel()
 	if _, err := sub.Subscribe(sctx, "q"); err == nil {
@@ -681,7 +681,7 @@ func TestUnresponsiveService(t *testing.T) {
 // missing topic is an error, not a silent creation.
 func TestExistingTopicsOnly(t *testing.T) {
 	topic := name("existing")
-	sub := openSub(t, baseURL(t, "sns", "group=g"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sns", "group=g"))
 	provision(t, sub, topic)
 	ch := subscribe(t, sub, topic)
 	urls := []string{baseURL(t, "sns", "create_topics=false")}
@@ -691,7 +691,7 @@ func TestExistingTopicsOnly(t *testing.T) {
 		t.Log("account= variant skipped: the AWS account of the test credentials is not known here")
 	}
 	for _, u := range urls {
-		pub := openPub(t, u)
+		pub := relaytest.OpenPublisher(t, u)
 		m := relay.NewMessage([]byte(u))
 		relaytest.Publish(t, pub, topic, m)
 		if got := relaytest.Next(t, ch, "message to an existing topic"); got.ID != m.ID {
@@ -759,7 +759,7 @@ func TestPublishWaitsForTheService(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Publish after the service came back: %v", err)
 	}
-	sub := openSub(t, baseURL(t, "sqs"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sqs"))
 	if got := relaytest.Next(t, subscribe(t, sub, topic), "message published while the service was away"); got.ID != m.ID {
 		t.Errorf("got %s, want %s", got.ID, m.ID)
 	} else {

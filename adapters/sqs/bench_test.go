@@ -18,6 +18,7 @@ import (
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/driver/drivertest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // The benchmarks compare relay with the plain SDK doing the same work on
@@ -204,7 +205,7 @@ func BenchmarkSQS(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StartTimer()
-			rs.elapsed += relayConsume(b, ctx, sub, topic, n)
+			rs.elapsed += relaytest.ConsumeSettled(b, sub, topic, n)
 			rs.n += n
 			ss.elapsed += sdkConsume(b, ctx, cq, sdkURL, n)
 			ss.n += n
@@ -216,28 +217,6 @@ func BenchmarkSQS(b *testing.B) {
 			b.Errorf("after every message was acked the relay queue still has messages (%v)", err)
 		}
 	})
-}
-
-// relayConsume subscribes, receives and acks n messages, and ends the
-// subscription (waiting for its channel to close: settlements flushed).
-func relayConsume(b *testing.B, ctx context.Context, sub relay.Subscriber, topic string, n int) time.Duration {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	ch, err := sub.Subscribe(sctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range n {
-		m := <-ch
-		if err := m.Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cancel()
-	for range ch {
-	}
-	return time.Since(start)
 }
 
 // sdkConsume drains n messages with 4 pollers doing ReceiveMessage(10)
@@ -307,8 +286,10 @@ func BenchmarkLatency(b *testing.B) {
 			b.Cleanup(func() { deleteQueues(q, topic) })
 			return topic
 		},
-		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, baseURL(t, relaysqs.SchemeSQS)) },
-		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber { return openSub(t, baseURL(t, relaysqs.SchemeSQS)) },
+		NewPublisher: func(t testing.TB) relay.Publisher { return relaytest.OpenPublisher(t, baseURL(t, relaysqs.SchemeSQS)) },
+		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber {
+			return relaytest.OpenSubscriber(t, baseURL(t, relaysqs.SchemeSQS))
+		},
 	}
 	raw := func(b *testing.B, topic string) (drivertest.RoundTrip, func()) {
 		cq, _ := rawClients(b, nil)

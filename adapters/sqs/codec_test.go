@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"testing"
@@ -56,23 +57,11 @@ func roundTrip(t *testing.T, m *relay.Message) *relay.Message {
 		t.Fatalf("size-only encoding says %d bytes, full encoding %d", s, e.size)
 	}
 	got := decode(wire(t, e))
-	if got.ID != m.ID || got.Key != m.Key || !bytes.Equal(got.Payload, m.Payload) || !sameMD(got.Metadata, m.Metadata) {
+	if got.ID != m.ID || got.Key != m.Key || !bytes.Equal(got.Payload, m.Payload) || !maps.Equal(got.Metadata, m.Metadata) {
 		t.Fatalf("round trip changed the message:\n got %q %q %q %q\nwant %q %q %q %q",
 			got.ID, got.Key, got.Payload, got.Metadata, m.ID, m.Key, m.Payload, m.Metadata)
 	}
 	return got
-}
-
-func sameMD(a, b relay.Metadata) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCodecRoundTrip(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // largePayload is the biggest binary payload the suite round-trips: its
@@ -54,7 +54,7 @@ func TestConformanceSQS(t *testing.T) {
 	}
 	if s := service(t); s.Emulated {
 		// goaws loses its state on restart; the adapter re-creates the queue.
-		h.IgnoreGoroutines = []goleak.Option{goleak.IgnoreAnyFunction("github.com/go-relay/relay/internal/testenv.(*SQSService).run.func1")}
+		h.IgnoreGoroutines = []goleak.Option{goleak.IgnoreAnyFunction("github.com/go-relay/relay/internal/testkit/testenv.(*SQSService).run.func1")}
 		h.Restart = func(t testing.TB) {
 			if err := s.Restart(); err != nil {
 				t.Fatalf("restarting goaws: %v", err)

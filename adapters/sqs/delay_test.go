@@ -15,6 +15,7 @@ import (
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/driver/drivertest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestDelayFIFORefused: a FIFO queue takes no per-message DelaySeconds,
@@ -25,7 +26,7 @@ func TestDelayFIFORefused(t *testing.T) {
 	ctx := context.Background()
 	fifo := name("delayfifo") + ".fifo"
 	for _, u := range []string{baseURL(t, relaysqs.SchemeSQS), baseURL(t, relaysqs.SchemeSQS, "fifo=true")} {
-		pub := openPub(t, u)
+		pub := relaytest.OpenPublisher(t, u)
 		m := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte("later")}
 		err := pub.Publish(ctx, fifo, m.DeliverAfter(2*time.Second))
 		if !errors.Is(err, relay.ErrDelayUnsupported) {
@@ -123,7 +124,7 @@ func BenchmarkDelayLateness(b *testing.B) {
 		u += "&batch_calls=false" // goaws ignores DelaySeconds in batch entries
 	}
 	drivertest.BenchmarkDelayLateness(b, drivertest.Harness{
-		NewPublisher:  func(t testing.TB) relay.Publisher { return openPub(t, u) },
-		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber { return openSub(t, u) },
+		NewPublisher:  func(t testing.TB) relay.Publisher { return relaytest.OpenPublisher(t, u) },
+		NewSubscriber: func(t testing.TB, _ string) relay.Subscriber { return relaytest.OpenSubscriber(t, u) },
 	})
 }

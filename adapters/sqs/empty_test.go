@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // Rule 2 on sqs:// and sns://: a nil and an empty Payload go on the wire
@@ -17,8 +17,8 @@ import (
 func TestNilAndEmptyPayload(t *testing.T) {
 	for _, scheme := range []string{"sqs", "sns"} {
 		t.Run(scheme, func(t *testing.T) {
-			pub := openPub(t, baseURL(t, scheme))
-			sub := openSub(t, baseURL(t, scheme, groupParam(scheme)...))
+			pub := relaytest.OpenPublisher(t, baseURL(t, scheme))
+			sub := relaytest.OpenSubscriber(t, baseURL(t, scheme, groupParam(scheme)...))
 			q, _ := rawClients(t, nil)
 			queueOf := func(topic string) string {
 				if scheme == "sns" {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // Lag counts the messages in the subscription's queue: N after N
@@ -25,7 +25,7 @@ func TestLag(t *testing.T) {
 			if scheme == "sns" {
 				params = append(params, "group=g")
 			}
-			sub := openSub(t, baseURL(t, scheme, params...))
+			sub := relaytest.OpenSubscriber(t, baseURL(t, scheme, params...))
 			lr := relaytest.LagOf(t, sub)
 			relaytest.WaitLag(t, lr, topic, 0) // no queue yet
 			provision(t, sub, topic)
@@ -33,7 +33,7 @@ func TestLag(t *testing.T) {
 			for i := range msgs {
 				msgs[i] = relay.NewMessage([]byte(fmt.Sprint(i)))
 			}
-			relaytest.Publish(t, openPub(t, baseURL(t, scheme)), topic, msgs...)
+			relaytest.Publish(t, relaytest.OpenPublisher(t, baseURL(t, scheme)), topic, msgs...)
 			relaytest.WaitLag(t, lr, topic, n)
 
 			ch, cancel := relaytest.Subscribe(t, sub, topic)

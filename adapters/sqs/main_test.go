@@ -20,8 +20,8 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The service (goaws v0.5.4 as a subprocess, unless RELAY_TEST_SQS_ENDPOINT
@@ -81,26 +81,6 @@ func baseURL(t testing.TB, scheme string, extra ...string) string {
 func name(prefix string) string {
 	id := strings.ReplaceAll(relay.NewID(), "-", "")
 	return "relay-test-" + prefix + "-" + id[len(id)-12:]
-}
-
-func openPub(t testing.TB, raw string) relay.Publisher {
-	t.Helper()
-	p, err := relay.OpenPublisher(context.Background(), raw)
-	if err != nil {
-		t.Fatalf("OpenPublisher(%s): %v", relay.Redact(raw), err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
-func openSub(t testing.TB, raw string) relay.Subscriber {
-	t.Helper()
-	s, err := relay.OpenSubscriber(context.Background(), raw)
-	if err != nil {
-		t.Fatalf("OpenSubscriber(%s): %v", relay.Redact(raw), err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
 }
 
 // provision is relaytest.Provision for the subscribers openSub returns.

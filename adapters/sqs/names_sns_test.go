@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // A topic and a group named by UUIDs (as test suites do) give a group
@@ -22,8 +22,8 @@ func TestLongTopicAndGroupNames(t *testing.T) {
 	if n := len(topic) + 1 + len(group); n <= relaysqs.MaxQueueName {
 		t.Fatalf("names too short for this test: %d characters", n)
 	}
-	pub := openPub(t, baseURL(t, "sns"))
-	sub := openSub(t, baseURL(t, "sns", "group="+group))
+	pub := relaytest.OpenPublisher(t, baseURL(t, "sns"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sns", "group="+group))
 	provision(t, sub, topic)
 	msg := relay.NewMessage([]byte("long names"))
 	relaytest.Publish(t, pub, topic, msg)
@@ -48,8 +48,8 @@ func TestLongTopicAndGroupNames(t *testing.T) {
 func TestExplicitGroupQueue(t *testing.T) {
 	ctx := context.Background()
 	topic, queue := name("explicit"), name("myqueue")
-	pub := openPub(t, baseURL(t, "sns", "queue=ignored-by-publishers"))
-	sub := openSub(t, baseURL(t, "sns", "group=g", "queue="+queue))
+	pub := relaytest.OpenPublisher(t, baseURL(t, "sns", "queue=ignored-by-publishers"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sns", "group=g", "queue="+queue))
 	provision(t, sub, topic)
 	msg := relay.NewMessage([]byte("to my queue"))
 	relaytest.Publish(t, pub, topic, msg)
@@ -77,8 +77,8 @@ func TestExplicitGroupQueue(t *testing.T) {
 // topic, and round-trips.
 func TestLongSNSTopicName(t *testing.T) {
 	topic := name("long") + "-" + strings.Repeat("x", 260)
-	pub := openPub(t, baseURL(t, "sns"))
-	sub := openSub(t, baseURL(t, "sns", "group=g"))
+	pub := relaytest.OpenPublisher(t, baseURL(t, "sns"))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, "sns", "group=g"))
 	provision(t, sub, topic)
 	msg := relay.NewMessage([]byte("long topic"))
 	relaytest.Publish(t, pub, topic, msg)

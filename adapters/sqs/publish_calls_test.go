@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaysqs "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // These tests drive the publish paths that goaws does not take by itself
@@ -155,7 +155,7 @@ func provisionedSub(t *testing.T, scheme, topic string, fifo bool) relay.Subscri
 	if scheme == relaysqs.SchemeSNS {
 		extra = append(extra, "group=g")
 	}
-	sub := openSub(t, baseURL(t, scheme, extra...))
+	sub := relaytest.OpenSubscriber(t, baseURL(t, scheme, extra...))
 	provision(t, sub, topic)
 	return sub
 }

@@ -3,7 +3,6 @@ package sqs
 import (
 	"context"
 	"log/slog"
-	"net/url"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
@@ -16,38 +15,24 @@ const (
 )
 
 func init() {
-	relay.Register(SchemeSQS, opener{SchemeSQS})
-	relay.Register(SchemeSNS, opener{SchemeSNS})
+	newOpener(SchemeSQS).Register(SchemeSQS)
+	newOpener(SchemeSNS).Register(SchemeSNS)
 }
 
-type opener struct{ scheme string }
-
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, err := parseURL(u, false)
-	return err
-}
-
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, err := parseURL(u, true)
-	return err
-}
-
-func (o opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	cfg, err := parseURL(u, false)
-	if err != nil {
-		return nil, err
+// newOpener returns the opener of sqs://?region=R&... or sns://?... (see
+// docs/sqs.md).
+func newOpener(scheme string) *driver.Opener[Config] {
+	return &driver.Opener[Config]{
+		Backend: "sqs",
+		Parse:   parseURL,
+		NewPublisher: func(ctx context.Context, c Config) (relay.Publisher, error) {
+			return newPublisher(ctx, scheme, c, nil)
+		},
+		NewSubscriber: func(ctx context.Context, c Config) (relay.Subscriber, error) {
+			return newSubscriber(ctx, scheme, c, nil)
+		},
+		Defaults: relay.URLDefaults{SourceWindow: driver.DefaultSourceWindow, EitherSide: true, NoGroup: scheme == SchemeSQS},
 	}
-	return newPublisher(ctx, o.scheme, cfg, nil)
-}
-
-func (o opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	cfg, err := parseURL(u, true)
-	if err != nil {
-		return nil, err
-	}
-	return newSubscriber(ctx, o.scheme, cfg, nil)
 }
 
 // NewSQSPublisher returns a publisher to SQS queues: the topic is the

@@ -10,8 +10,8 @@ import (
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/amqp"
 	"github.com/go-relay/relay/cloudevents"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The SDK's AMQP protocol speaks AMQP 1.0, which RabbitMQ's 0.9.1 port

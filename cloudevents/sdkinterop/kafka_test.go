@@ -13,8 +13,8 @@ import (
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/kafka"
 	"github.com/go-relay/relay/cloudevents"
-	"github.com/go-relay/relay/internal/relaytest"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // kafkaSeeds is the real cluster of RELAY_TEST_KAFKA_BROKERS or a kfake

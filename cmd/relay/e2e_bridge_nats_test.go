@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	relaynats "github.com/go-relay/relay/adapters/nats"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // natsBackend is the shared NATS JetStream server. The largest payload is

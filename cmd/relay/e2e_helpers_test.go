@@ -22,7 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // relayBin is the relay binary built once for the end-to-end tests, which

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // TestBridgeSurvivesSIGKILL kills the bridge with SIGKILL in the middle of

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // TestMemRefusedOutsideBench: mem:// lives inside one process, so the

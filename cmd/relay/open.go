@@ -40,10 +40,11 @@ func brokerSchemes() string {
 	return strings.Join(out, ", ")
 }
 
-// isInProcess reports whether raw is a mem:// URL.
+// isInProcess reports whether raw's adapter declares that its messages
+// live inside one process (mem://).
 func isInProcess(raw string) bool {
-	scheme, _, ok := strings.Cut(raw, ":")
-	return ok && strings.EqualFold(scheme, "mem")
+	d, _ := relay.DefaultsOf(raw)
+	return d.InProcess
 }
 
 // isUsage reports whether err, from opening a URL or from publishing to or
@@ -74,8 +75,8 @@ func checkTopic(e *env, cmd, topic string) (int, bool) {
 
 // groupURL returns raw with group=g added (see subscriberURL), or a usage
 // error naming --group when neither --group nor group= in the URL gives a
-// group and the backend needs one (every backend but sqs://, whose queue
-// is the group).
+// group and the backend needs one (every backend whose adapter does not
+// declare relay.URLDefaults.NoGroup: sqs://, whose queue is the group).
 func groupURL(e *env, cmd, raw, g string) (string, int, bool) {
 	u, err := subscriberURL(raw, g)
 	if err != nil {
@@ -88,7 +89,7 @@ func groupURL(e *env, cmd, raw, g string) (string, int, bool) {
 	if err != nil || pu.Scheme == "" {
 		return raw, exitOK, true // OpenSubscriber reports the bad URL
 	}
-	if strings.EqualFold(pu.Scheme, "sqs") || pu.Query().Get("group") != "" {
+	if d, _ := relay.DefaultsOf(raw); d.NoGroup || pu.Query().Get("group") != "" {
 		return raw, exitOK, true
 	}
 	return "", usageErr(e, cmd, "--group is required: name the consumer group, e.g. --group ops (or add group=NAME to the URL)"), false

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	_ "github.com/go-relay/relay/adapters/sqs"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // awsBase returns the sqs:// or sns:// URL of the service the universal

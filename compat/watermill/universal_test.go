@@ -21,7 +21,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/memory"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	wm "github.com/go-relay/relay/compat/watermill"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // features are the Watermill test suite's Features for a relay backend,

@@ -1,9 +1,12 @@
-// Package backoff computes exponential delays with full jitter for reconnect
-// and retry loops inside adapters.
+// Package backoff computes exponential delays with jitter, and runs the
+// one retry loop that adapters use for the broker calls the shared layer
+// of package driver does not make for them (reconnecting, declaring
+// topology, fixing a start position): Retry.
 package backoff
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -58,5 +61,28 @@ func (b *Backoff) SleepOr(done <-chan struct{}) bool {
 		return true
 	case <-done:
 		return false
+	}
+}
+
+// Retry calls try until it returns nil, or an error that again reports
+// false for (again nil: every error is tried again), or ctx is done,
+// waiting b's next delay after each failed call; b is Reset after a
+// success. It returns nil; try's error that is not tried again, as it is;
+// or, when ctx is done after a failed call, an error wrapping ctx's error
+// and try's last one: "<ctx error> (last error: <error>)". try gets no
+// ctx of its own: it bounds its call by the ctx it closes over.
+func (b *Backoff) Retry(ctx context.Context, try func() error, again func(error) bool) error {
+	for {
+		err := try()
+		if err == nil {
+			b.Reset()
+			return nil
+		}
+		if again != nil && !again(err) {
+			return err
+		}
+		if ctx.Err() != nil || !b.Sleep(ctx) {
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package backoff
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -38,5 +39,46 @@ func TestNextGrowsWithinBounds(t *testing.T) {
 	b.Reset()
 	if d := b.Next(); d > 100*time.Millisecond {
 		t.Errorf("after Reset: %v", d)
+	}
+}
+
+func TestRetry(t *testing.T) {
+	fast := Backoff{Initial: time.Nanosecond, Max: time.Nanosecond}
+	calls := 0
+	flaky := errors.New("flaky")
+	err := fast.Retry(context.Background(), func() error {
+		calls++
+		if calls < 3 {
+			return flaky
+		}
+		return nil
+	}, nil)
+	if err != nil || calls != 3 || fast.Attempts() != 0 {
+		t.Fatalf("Retry = %v after %d calls (Attempts %d); want nil after 3, reset", err, calls, fast.Attempts())
+	}
+
+	permanent := errors.New("permanent")
+	calls = 0
+	err = fast.Retry(context.Background(), func() error {
+		calls++
+		if calls < 2 {
+			return flaky
+		}
+		return permanent
+	}, func(err error) bool { return err == flaky })
+	if err != permanent || calls != 2 {
+		t.Fatalf("Retry = %v after %d calls; want the permanent error as it is after 2", err, calls)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	calls = 0
+	slow := Backoff{Initial: time.Hour, Max: time.Hour}
+	err = slow.Retry(ctx, func() error {
+		calls++
+		cancel()
+		return flaky
+	}, nil)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, flaky) || calls != 1 {
+		t.Fatalf("Retry = %v after %d calls; want one call and an error wrapping ctx's and the last one", err, calls)
 	}
 }

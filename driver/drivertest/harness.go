@@ -59,7 +59,7 @@ type Harness struct {
 	NewSubscriberWith func(t testing.TB, group string, o SubscriberOptions) relay.Subscriber
 
 	// HungBroker, when set, puts a proxy between new clients and the broker
-	// (for the adapters of this module, internal/testenv.NewFaultProxy),
+	// (for the adapters of this module, internal/testkit/testenv.NewFaultProxy),
 	// stopped when t ends, and returns URLs that connect through it and
 	// its Hang. The HungBrokerClose check uses it; without it the check is
 	// skipped with HungBrokerSkip (or a generic reason) printed.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver/urlopt"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // certFiles writes a CA certificate and a client certificate and key it

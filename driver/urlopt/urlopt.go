@@ -6,6 +6,7 @@ package urlopt
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
 	"strconv"
@@ -199,4 +200,28 @@ func (p *Params) Bytes(name string, def int64) int64 {
 		return def
 	}
 	return n
+}
+
+// Address is the host:port u names, with host 127.0.0.1 when u has none
+// and defaultPort when u gives no port: the broker address of a URL such
+// as redis://:6379 or nats://broker.
+func Address(u *url.URL, defaultPort string) string {
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = defaultPort
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Group returns the value of group=, the subscriber's group, and for a
+// subscriber (subscriber true) reports it missing as driver.GroupRequired.
+func (p *Params) Group(subscriber bool) string {
+	g := p.String("group", "")
+	if subscriber && g == "" {
+		p.Fail("group", "%s", driver.GroupRequired)
+	}
+	return g
 }

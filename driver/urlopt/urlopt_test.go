@@ -119,3 +119,44 @@ func TestUnknownParameterSuggestion(t *testing.T) {
 		t.Errorf("error %q suggests something for zzz", err)
 	}
 }
+
+func TestAddress(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://":                "127.0.0.1:6379",
+		"redis://:7000":           "127.0.0.1:7000",
+		"redis://cache":           "cache:6379",
+		"redis://cache:7000/0":    "cache:7000",
+		"redis://u:p@[::1]/0":     "[::1]:6379",
+		"redis://u:p@[::1]:7000/": "[::1]:7000",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Address(u, "6379"); got != want {
+			t.Errorf("Address(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestGroup(t *testing.T) {
+	u, _ := url.Parse("x://h?a=1")
+	p := New(u)
+	if g := p.Group(false); g != "" {
+		t.Fatalf("Group = %q", g)
+	}
+	if p.Has("a"); p.Err() != nil {
+		t.Fatalf("a publisher needs no group: %v", p.Err())
+	}
+	p = New(u)
+	p.Has("a")
+	p.Group(true)
+	var ue *relay.URLError
+	if err := p.Err(); !errors.As(err, &ue) || ue.Param != "group" || !strings.Contains(ue.Reason, "required") {
+		t.Fatalf("subscriber without a group: %v", err)
+	}
+	u, _ = url.Parse("x://h?group=g")
+	if g := New(u).Group(true); g != "g" {
+		t.Fatalf("Group = %q", g)
+	}
+}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaynats "github.com/go-relay/relay/adapters/nats"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {

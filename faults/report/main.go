@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-relay/relay/internal/faultrows"
+	"github.com/go-relay/relay/internal/testkit/faultrows"
 )
 
 type fuzzRun struct {

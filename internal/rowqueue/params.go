@@ -16,19 +16,17 @@ type Params struct {
 }
 
 // ReadParams reads Params from p, with the defaults of def for those not
-// given, and records their problems in p: a group is required when
-// subscriber and must be ValidText, lease must be at least minLease, poll
+// given (def.Group is not used: a group has no default), and records their
+// problems in p: a group is required when subscriber (urlopt's
+// Params.Group) and must be ValidText, lease must be at least minLease, poll
 // positive, inflight at least 1.
 func ReadParams(p *urlopt.Params, subscriber bool, def Params, minLease time.Duration) Params {
 	r := Params{
-		Group:         p.String("group", def.Group),
+		Group:         p.Group(subscriber),
 		InFlight:      p.Int("inflight", def.InFlight, 1),
 		InFlightBytes: p.Bytes("inflight_bytes", def.InFlightBytes),
 		Lease:         p.Duration("lease", def.Lease),
 		Poll:          p.Duration("poll", def.Poll),
-	}
-	if subscriber && r.Group == "" {
-		p.Fail("group", "required: the name of this subscriber's group of competing consumers")
 	}
 	if why := ValidText(r.Group); why != "" {
 		p.Fail("group", "%s", why)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/memory"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/middleware"
 	"github.com/go-relay/relay/middleware/dedupredis"
 	"github.com/go-relay/relay/router"

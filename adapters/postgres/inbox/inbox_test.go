@@ -16,7 +16,7 @@ import (
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/postgres"
 	"github.com/go-relay/relay/adapters/postgres/inbox"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // TestRedeliveryRunsOnce: the same message delivered twice (and a copy

@@ -22,8 +22,8 @@ import (
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/amqp"
 	"github.com/go-relay/relay/adapters/postgres/inbox"
-	"github.com/go-relay/relay/internal/faultrows"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/faultrows"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/router"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/memory"
 	_ "github.com/go-relay/relay/adapters/redisstream"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/router"
 )
 

@@ -105,6 +105,6 @@ func TestConformance(t *testing.T) {
 		},
 		PublisherURL:   base,
 		SubscriberURL:  func(group string) string { return withGroup(t, base, group) },
-		HungBrokerSkip: "the fault proxy lives in relay's internal/testenv, which a module outside relay cannot import",
+		HungBrokerSkip: "the fault proxy lives in relay's internal/testkit/testenv, which a module outside relay cannot import",
 	})
 }

@@ -1,7 +1,7 @@
 // Package redislist is a relay adapter for Redis lists, the classic
 // reliable-queue pattern, written outside the relay module on its public
-// packages only (relay and relay/driver; its tests use
-// relay/driver/drivertest). It is the worked example of
+// packages only (relay, relay/driver and its helpers urlopt and tlsconf;
+// its tests use relay/driver/drivertest). It is the worked example of
 // docs/adapters.md. Import it for its side effect:
 //
 //	import _ "github.com/go-relay/relay/examples/adapter/redislist"
@@ -22,6 +22,12 @@
 //	inflight_bytes=B  their bytes, e.g. 16MiB (default 64 MiB)
 //	block=D       how long one BLMOVE waits for a message (default 5s; at most lease/2)
 //	lease=D       TTL of a consumer's owner key (default 30s, at least 1s)
+//	tls=true      connect with TLS; tls_ca, tls_cert, tls_key, tls_server_name and
+//	              tls_insecure as on rediss:// (any of them implies tls=true)
+//
+// The parameters are read with relay/driver/urlopt and
+// relay/driver/tlsconf, and the opener is relay/driver's Opener, so the
+// adapter's URL handling is the parser above and nothing else.
 //
 // # Keys and data path
 //

@@ -19,11 +19,13 @@ func TestURL(t *testing.T) {
 		{"redislist://h/0?group=g&no_such_option=1", "no_such_option", "no_such_option"},
 		{"redislist://h/0?group=a:b", "group", "group"},
 		{"redislist://h/0?group=groups", "reserved", "reserved"},
-		{"redislist://h/0?group=g&group=h", "given 2 times", "given 2 times"},
+		{"redislist://h/0?group=g&group=h", "more than once", "more than once"},
 		{"redislist://h/0?inflight=0", "inflight", "inflight"},
 		{"redislist://h/0?lease=10ms", "lease", "lease"},
 		{"redislist://h/0?block=20s&lease=30s", "block", "block"},
 		{"redislist://h/zero", "database number", "database number"},
+		{"redislist://h/0?tls=true&tls_server_name=redis.internal", "", "group"},
+		{"redislist://h/0?tls_cert=/c.pem", "tls_key", "tls_key"},
 	} {
 		for _, side := range []struct {
 			name  string

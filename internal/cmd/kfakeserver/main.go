@@ -7,7 +7,7 @@
 //	RELAY_TEST_KAFKA_BROKERS=127.0.0.1:9092 go test -run '^$' -bench 'Ratio/consume-ack' ./adapters/kafka
 //
 // The cluster has the settings the Kafka adapter's in-process tests give
-// theirs (internal/kfakeopts), with brokers on consecutive ports of
+// theirs (internal/testkit/kfakeopts), with brokers on consecutive ports of
 // 127.0.0.1 from -port and topics created with -partitions partitions. It
 // runs until SIGINT or SIGTERM; nothing is kept on disk.
 package main
@@ -24,7 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/go-relay/relay/internal/kfakeopts"
+	"github.com/go-relay/relay/internal/testkit/kfakeopts"
 )
 
 func main() {

@@ -81,9 +81,10 @@ func median(xs []float64) float64 {
 }
 
 // PublishRate publishes n messages of payload to topic with pub, in
-// Publish calls of batch messages from one goroutine, and returns the
-// rate in msg/s: relay's side of an adapter's publish ratio.
-func PublishRate(b *testing.B, pub relay.Publisher, topic string, n, batch int, payload []byte) float64 {
+// Publish calls of batch messages from one goroutine (each message made in
+// the timed loop, as an application makes them), and returns the rate in
+// msg/s: relay's side of an adapter's publish ratio.
+func PublishRate(b testing.TB, pub relay.Publisher, topic string, n, batch int, payload []byte) float64 {
 	b.Helper()
 	msgs := make([]*relay.Message, batch)
 	start := time.Now()
@@ -103,22 +104,106 @@ func PublishRate(b *testing.B, pub relay.Publisher, topic string, n, batch int, 
 // the subscription and waits for its channel to close (every ack is at
 // the broker then), and returns the rate in msg/s from Subscribe on:
 // relay's side of an adapter's consume ratio.
-func ConsumeRate(b *testing.B, sub relay.Subscriber, topic string, n int) float64 {
+func ConsumeRate(b testing.TB, sub relay.Subscriber, topic string, n int) float64 {
+	b.Helper()
+	return float64(n) / ConsumeSettled(b, sub, topic, n).Seconds()
+}
+
+// ConsumeSettled is ConsumeRate returning the time from the Subscribe call
+// until the channel closed; sub stays open.
+func ConsumeSettled(b testing.TB, sub relay.Subscriber, topic string, n int) time.Duration {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
+	ch := subscribeOrFail(b, ctx, sub, topic)
+	ackN(b, ch, n, nil)
+	cancel()
+	for range ch { // closed once every ack is at the broker
+	}
+	return time.Since(start)
+}
+
+// AckLoopRate is ConsumeRate without the wait for the acks to reach the
+// broker: the rate of the receive-and-ack loop, from the Subscribe call
+// to the last Ack call, checking each message with check when not nil.
+// It closes sub afterwards.
+func AckLoopRate(b testing.TB, sub relay.Subscriber, topic string, n int, check func(*relay.Message) error) float64 {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	ackN(b, subscribeOrFail(b, ctx, sub, topic), n, check)
+	rate := float64(n) / time.Since(start).Seconds()
+	_ = sub.Close()
+	return rate
+}
+
+func subscribeOrFail(b testing.TB, ctx context.Context, sub relay.Subscriber, topic string) <-chan *relay.Message {
+	b.Helper()
 	ch, err := sub.Subscribe(ctx, topic)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return ch
+}
+
+// ackN receives and acks n messages of ch, checking each with check when
+// not nil.
+func ackN(b testing.TB, ch <-chan *relay.Message, n int, check func(*relay.Message) error) {
+	b.Helper()
 	for range n {
-		if err := (<-ch).Ack(); err != nil {
+		m, ok := <-ch
+		if !ok {
+			b.Fatal("channel closed")
+		}
+		if check != nil {
+			if err := check(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := m.Ack(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	cancel()
-	for range ch {
+}
+
+// PublishReused publishes n messages in Publish calls of len(msgs)
+// messages, reusing msgs with a fresh ID for each call (a benchmark's
+// publish loop without an allocation per message).
+func PublishReused(b testing.TB, pub relay.Publisher, topic string, msgs []*relay.Message, n int) {
+	b.Helper()
+	ctx := context.Background()
+	batch := len(msgs)
+	for done := 0; done < n; done += batch {
+		k := min(batch, n-done)
+		for _, m := range msgs[:k] {
+			m.ID = relay.NewID()
+		}
+		if err := pub.Publish(ctx, topic, msgs[:k]...); err != nil {
+			b.Fatal(err)
+		}
 	}
-	return float64(n) / time.Since(start).Seconds()
+}
+
+// RatioSide is one side of a ratio benchmark: it runs n messages' worth
+// of the work and returns the rate in messages per second.
+type RatioSide func(b *testing.B, n int) float64
+
+// The sizes of PublishConsumeRatio's benchmarks.
+const (
+	RatioBatch   = 100 // messages per Publish call
+	RatioWindow  = 256 // the consumer's window
+	RatioPayload = 100 // bytes per message
+)
+
+// PublishConsumeRatio runs an adapter's two ratio benchmarks, each with
+// CompareRates over five rounds: "publish/batch=100" (relayPub against
+// rawPub) and "consume-ack/window=256" (relayCon against rawCon). The
+// sides publish RatioPayload-byte payloads in batches of RatioBatch and
+// consume with a window of RatioWindow.
+func PublishConsumeRatio(b *testing.B, relayPub, rawPub, relayCon, rawCon RatioSide) {
+	const rounds = 5
+	b.Run("publish/batch=100", func(b *testing.B) { CompareRates(b, rounds, relayPub, rawPub) })
+	b.Run("consume-ack/window=256", func(b *testing.B) { CompareRates(b, rounds, relayCon, rawCon) })
 }

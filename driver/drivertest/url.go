@@ -1,6 +1,7 @@
-// Package urlopttest checks an adapter's URL parser against project rule
-// 3, "one URL for both sides", from the adapter's own tests.
-package urlopttest
+package drivertest
+
+// Checks of an adapter's URL parser against "one URL for both sides", for
+// the adapter's own tests.
 
 import (
 	"context"
@@ -11,13 +12,13 @@ import (
 	"github.com/go-relay/relay"
 )
 
-// BothSides asserts, for raw (a URL that carries parameters of both sides
+// URLBothSides asserts, for raw (a URL that carries parameters of both sides
 // of its scheme, including group=):
 //   - relay.CheckURL and relay.CheckSubscriberURL accept it;
 //   - a publisher and a subscriber both open from it (ctx bounds opening);
 //   - with an unknown parameter added, both checks and both opens fail
 //     with a *relay.URLError naming that parameter.
-func BothSides(t *testing.T, ctx context.Context, raw string) {
+func URLBothSides(t *testing.T, ctx context.Context, raw string) {
 	t.Helper()
 	if err := relay.CheckURL(raw); err != nil {
 		t.Errorf("CheckURL(%s): %v", raw, err)
@@ -43,25 +44,25 @@ func BothSides(t *testing.T, ctx context.Context, raw string) {
 	if !strings.Contains(raw, "?") {
 		bad = raw + "?" + unknown + "=true"
 	}
-	NamesParam(t, "CheckURL", relay.CheckURL(bad), unknown)
-	NamesParam(t, "CheckSubscriberURL", relay.CheckSubscriberURL(bad), unknown)
+	URLNamesParam(t, "CheckURL", relay.CheckURL(bad), unknown)
+	URLNamesParam(t, "CheckSubscriberURL", relay.CheckSubscriberURL(bad), unknown)
 	if pub, err := relay.OpenPublisher(ctx, bad); err == nil {
 		_ = pub.Close()
 		t.Errorf("OpenPublisher(%s) opened", bad)
 	} else {
-		NamesParam(t, "OpenPublisher", err, unknown)
+		URLNamesParam(t, "OpenPublisher", err, unknown)
 	}
 	if sub, err := relay.OpenSubscriber(ctx, bad); err == nil {
 		_ = sub.Close()
 		t.Errorf("OpenSubscriber(%s) opened", bad)
 	} else {
-		NamesParam(t, "OpenSubscriber", err, unknown)
+		URLNamesParam(t, "OpenSubscriber", err, unknown)
 	}
 }
 
-// NamesParam asserts that err holds a *relay.URLError whose Param is param
+// URLNamesParam asserts that err holds a *relay.URLError whose Param is param
 // (among joined errors too).
-func NamesParam(t *testing.T, what string, err error, param string) {
+func URLNamesParam(t *testing.T, what string, err error, param string) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("%s: no error, want one naming parameter %q", what, param)
@@ -70,7 +71,7 @@ func NamesParam(t *testing.T, what string, err error, param string) {
 	if !errors.Is(err, relay.ErrBadURL) {
 		t.Errorf("%s: %v does not match relay.ErrBadURL", what, err)
 	}
-	for _, e := range flatten(err) {
+	for _, e := range flattenErrs(err) {
 		var ue *relay.URLError
 		if errors.As(e, &ue) && ue.Param == param {
 			return
@@ -79,11 +80,11 @@ func NamesParam(t *testing.T, what string, err error, param string) {
 	t.Errorf("%s: %v: no *relay.URLError with Param %q", what, err, param)
 }
 
-func flatten(err error) []error {
+func flattenErrs(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error
 		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
+			out = append(out, flattenErrs(e)...)
 		}
 		return out
 	}

@@ -26,7 +26,35 @@ const (
 	PublishTimeout = 60 * time.Second
 	// WaitLimit is how long Next waits for a message.
 	WaitLimit = 30 * time.Second
+	// OpenTimeout bounds opening a publisher or subscriber.
+	OpenTimeout = 20 * time.Second
 )
+
+// OpenPublisher opens a publisher for raw within OpenTimeout, failing the
+// test otherwise, and closes it when the test ends.
+func OpenPublisher(t testing.TB, raw string) relay.Publisher {
+	t.Helper()
+	return open(t, raw, "OpenPublisher", relay.OpenPublisher)
+}
+
+// OpenSubscriber opens a subscriber for raw within OpenTimeout, failing
+// the test otherwise, and closes it when the test ends.
+func OpenSubscriber(t testing.TB, raw string) relay.Subscriber {
+	t.Helper()
+	return open(t, raw, "OpenSubscriber", relay.OpenSubscriber)
+}
+
+func open[T interface{ Close() error }](t testing.TB, raw, what string, openFn func(context.Context, string) (T, error)) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), OpenTimeout)
+	defer cancel()
+	v, err := openFn(ctx, raw)
+	if err != nil {
+		t.Fatalf("%s(%s): %v", what, relay.Redact(raw), err)
+	}
+	t.Cleanup(func() { _ = v.Close() })
+	return v
+}
 
 // Provision creates topic's durable topology for p's group, failing the
 // test if that takes longer than ProvisionTimeout or returns an error.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // echoServer answers every line with the same line.

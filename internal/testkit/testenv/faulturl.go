@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay/driver/drivertest"
 )
 
 // ProxyURL starts a FaultProxy in front of the host:port of rawURL and
@@ -34,5 +36,21 @@ func ProxyGoroutines() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
 		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/stream.(*ChanWriter).Write"),
+	}
+}
+
+// GroupURL returns the func that adds group=G to base, as a
+// drivertest.Harness's SubscriberURL takes it.
+func GroupURL(base string) func(group string) string {
+	return func(group string) string { return WithParams(base, "group", group) }
+}
+
+// HungBroker returns the drivertest.Harness.HungBroker hook of the broker
+// at base: the URLs of a FaultProxy in front of it, whose Hang stops
+// every byte.
+func HungBroker(base string) func(t testing.TB) drivertest.HungBroker {
+	return func(t testing.TB) drivertest.HungBroker {
+		proxied, p := ProxyURL(t, base)
+		return drivertest.HungBroker{PublisherURL: proxied, SubscriberURL: GroupURL(proxied), Hang: p.Hang}
 	}
 }

@@ -1,0 +1,89 @@
+package driver_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/go-relay/relay/driver"
+)
+
+// The memo stays within Max, forgetting the oldest entries first, and
+// Recall keeps what Take and Forget drop.
+func TestAttemptMemoBounded(t *testing.T) {
+	const max = 100
+	a := driver.AttemptMemo[int]{Max: max}
+	for i := range max + 10 {
+		a.Remember(i, i+2)
+	}
+	if a.Len() != max {
+		t.Fatalf("Len %d, want %d", a.Len(), max)
+	}
+	if a.Recall(0) != 0 || a.Recall(9) != 0 || a.Recall(10) != 12 || a.Recall(max+9) != max+11 {
+		t.Error("eviction did not drop exactly the oldest entries")
+	}
+	if a.Recall(10) != 12 {
+		t.Error("Recall forgot the entry")
+	}
+	if a.Take(10) != 12 || a.Take(10) != 0 {
+		t.Error("Take must return the entry and forget it")
+	}
+	a.Forget(11)
+	if a.Recall(11) != 0 || a.Len() != max-2 {
+		t.Errorf("Forget left the entry (Len %d)", a.Len())
+	}
+	a.Remember(12, 40) // replaces, keeps its place in the eviction order
+	if a.Recall(12) != 40 || a.Len() != max-2 {
+		t.Errorf("Remember of a held key: %d, Len %d", a.Recall(12), a.Len())
+	}
+	a.Remember(5000, 0)
+	if a.Recall(5000) != 0 {
+		t.Error("an attempt of 0 was remembered")
+	}
+}
+
+// A memo that keeps being filled and emptied does not grow.
+func TestAttemptMemoChurn(t *testing.T) {
+	var a driver.AttemptMemo[string]
+	for i := range 100_000 {
+		k := string(rune('a' + i%3))
+		a.Remember(k, i+1)
+		if i%2 == 0 {
+			a.Take(k)
+		} else {
+			a.Forget(k)
+		}
+	}
+	if a.Len() != 0 {
+		t.Fatalf("Len %d after every entry was dropped", a.Len())
+	}
+	// Entries dropped while others stay: the eviction log is compacted.
+	for i := range 100_000 {
+		a.Remember("stay", 1)
+		a.Remember(string(rune('a'+i%3)), 1)
+		a.Forget(string(rune('a' + i%3)))
+	}
+	if a.Len() != 1 || a.Recall("stay") != 1 {
+		t.Fatalf("Len %d, stay %d", a.Len(), a.Recall("stay"))
+	}
+}
+
+func TestAttemptMemoConcurrent(t *testing.T) {
+	a := driver.AttemptMemo[int]{Max: 64}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 10_000 {
+				k := g*100_000 + i
+				a.Remember(k, 2)
+				if a.Recall(k) > 2 {
+					t.Error("foreign attempt")
+				}
+				a.Take(k)
+			}
+		})
+	}
+	wg.Wait()
+	if a.Len() != 0 {
+		t.Fatalf("Len %d", a.Len())
+	}
+}
