@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,8 +134,8 @@ func natsDrop(server, topic string) {
 //     growing (joins, rebalances), and the clock runs from the gate to
 //     the last message handled.
 //
-// It reports the drain time for each N (nN-s), its ratio to one member
-// (nN/n1), the forwarding rate of 1, 2 and 3 bridge replicas (nN-msg/s)
+// It reports the median over the rounds (b.N) of the drain time for each
+// N (nN-s), its ratio to one member (nN/n1), the forwarding rate of 1, 2 and 3 bridge replicas (nN-msg/s)
 // and the largest peak RSS and Go heap in use of one bridge replica
 // (bridge-rss-MiB, bridge-heap-MiB; the window's byte bound is
 // inflight_bytes, 64 MiB by default). Run it with:
@@ -153,44 +154,53 @@ func BenchmarkReplicas(b *testing.B) {
 func benchBridgeReplicas(b *testing.B, bin string, src replicaSource, sink string) {
 	n := replicaMessages(b)
 	rs := newRawRedis(b, sink)
-	secs := map[int]float64{}
+	secs := map[int][]float64{}
 	var rss, heap, dups float64
 	for round := range b.N {
 		for _, members := range replicaCounts {
 			r := runBridgeReplicas(b, bin, src, sink, rs, members, n)
-			secs[members] += r.elapsed.Seconds() / float64(b.N)
+			secs[members] = append(secs[members], r.elapsed.Seconds())
 			rss, heap = max(rss, r.peakRSS), max(heap, r.heap)
-			for _, f := range r.forwarded {
-				dups += f
-			}
-			dups -= float64(n)
+			dups += float64(r.duplicates)
 			b.Logf("round %d: %d bridge replicas: %v (%.0f msg/s), forwarded %v, peak RSS %.0f MiB, heap %.0f MiB",
 				round+1, members, r.elapsed.Round(time.Millisecond), float64(n)/r.elapsed.Seconds(), r.forwarded, r.peakRSS, r.heap)
 		}
 	}
-	reportReplicas(b, n, secs)
+	med := reportReplicas(b, secs)
 	for _, members := range []int{1, 2, 3} {
-		b.ReportMetric(float64(n)/secs[members], fmt.Sprintf("n%d-msg/s", members))
+		b.ReportMetric(float64(n)/med[members], fmt.Sprintf("n%d-msg/s", members))
 	}
 	b.ReportMetric(rss, "bridge-rss-MiB")
 	b.ReportMetric(heap, "bridge-heap-MiB")
 	b.ReportMetric(dups, "duplicates")
 }
 
-func reportReplicas(b *testing.B, n int, secs map[int]float64) {
+// reportReplicas reports the median drain time of each group size over
+// the rounds, and its ratio to one member's; it returns the medians.
+func reportReplicas(b *testing.B, secs map[int][]float64) map[int]float64 {
+	med := map[int]float64{}
 	for _, members := range replicaCounts {
-		b.ReportMetric(secs[members], fmt.Sprintf("n%d-s", members))
-		if members > 1 {
-			b.ReportMetric(secs[members]/secs[1], fmt.Sprintf("n%d/n1", members))
+		s := slices.Sorted(slices.Values(secs[members]))
+		med[members] = s[len(s)/2]
+		if len(s)%2 == 0 {
+			med[members] = (s[len(s)/2-1] + s[len(s)/2]) / 2
 		}
 	}
+	for _, members := range replicaCounts {
+		b.ReportMetric(med[members], fmt.Sprintf("n%d-s", members))
+		if members > 1 {
+			b.ReportMetric(med[members]/med[1], fmt.Sprintf("n%d/n1", members))
+		}
+	}
+	return med
 }
 
 type replicaRun struct {
-	elapsed   time.Duration
-	forwarded []float64 // per replica
-	peakRSS   float64   // MiB, the largest replica's
-	heap      float64   // MiB, the largest replica's heap in use at the end
+	elapsed    time.Duration
+	forwarded  []float64 // per replica
+	peakRSS    float64   // MiB, the largest replica's
+	heap       float64   // MiB, the largest replica's heap in use at the end
+	duplicates int64     // messages the destination got beyond the backlog
 }
 
 // runBridgeReplicas drains a backlog of n messages from src to Redis with
@@ -245,12 +255,30 @@ func runBridgeReplicas(b *testing.B, bin string, src replicaSource, sink string,
 		time.Sleep(2 * time.Millisecond)
 	}
 	r := replicaRun{elapsed: time.Since(start)}
-	for _, p := range procs {
-		m := p.metrics(b)
-		r.forwarded = append(r.forwarded, m[`relay_bridge_forwarded_total{route="r"}`])
-		r.heap = max(r.heap, m["go_memstats_heap_inuse_bytes"]/(1<<20))
-		r.peakRSS = max(r.peakRSS, p.peakRSS())
+	// The counters trail the destination by the acks in flight.
+	for wait := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r.forwarded, r.heap = r.forwarded[:0], 0
+		var sum float64
+		for _, p := range procs {
+			m := p.metrics(b)
+			f := m[`relay_bridge_forwarded_total{route="r"}`]
+			r.forwarded = append(r.forwarded, f)
+			sum += f
+			r.heap = max(r.heap, m["go_memstats_heap_inuse_bytes"]/(1<<20))
+		}
+		if sum >= float64(n) || time.Now().After(wait) {
+			break
+		}
 	}
+	for _, p := range procs {
+		r.peakRSS = max(r.peakRSS, p.peakRSS())
+		p.stop()
+	}
+	l, err := rs.c.XLen(ctx, out).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.duplicates = l - int64(n)
 	return r
 }
 
@@ -310,17 +338,17 @@ func fillN(b *testing.B, pubURL, topic string, n int) {
 // benchRouterReplicas drains a backlog with 1, 2, 3 and 8 routers.
 func benchRouterReplicas(b *testing.B, src replicaSource) {
 	n := replicaMessages(b)
-	secs := map[int]float64{}
+	secs := map[int][]float64{}
 	var redelivered int64
 	for round := range b.N {
 		for _, members := range replicaCounts {
 			d, again := runRouterReplicas(b, src, members, n)
-			secs[members] += d.Seconds() / float64(b.N)
+			secs[members] = append(secs[members], d.Seconds())
 			redelivered += again
 			b.Logf("round %d: %d routers: %v (%.0f msg/s), %d redelivered", round+1, members, d.Round(time.Millisecond), float64(n)/d.Seconds(), again)
 		}
 	}
-	reportReplicas(b, n, secs)
+	reportReplicas(b, secs)
 	b.ReportMetric(float64(redelivered), "redelivered")
 }
 
@@ -501,7 +529,7 @@ func (p *benchProc) waitReady(b *testing.B) {
 
 func (p *benchProc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
 
-// stop ends the process: SIGTERM, then SIGKILL after 30s.
+// stop ends the process: SIGTERM, then SIGKILL after 30s. Idempotent.
 func (p *benchProc) stop() {
 	p.signal(syscall.SIGCONT)
 	p.signal(syscall.SIGTERM)
