@@ -203,18 +203,6 @@ type HealthChecker interface {
 	Health() error
 }
 
-// AssignmentReporter is implemented by subscribers whose broker divides a
-// topic among the members of a group (Kafka's partitions). Assigned
-// returns the parts of topic this subscriber holds now, in ascending
-// order, and true; nil and false when it does not subscribe to topic or
-// its backend does not divide topics. It does not block on the network. A
-// subscriber that holds none while the group's others hold them all is
-// idle: the topic has fewer parts than the group has members. The bridge
-// shows it in a route's status.
-type AssignmentReporter interface {
-	Assigned(topic string) ([]int32, bool)
-}
-
 // LagReporter is implemented by subscribers that can ask their broker how
 // many messages of topic the subscriber's group has not yet acknowledged:
 // Kafka consumer lag, stream entries not yet delivered or still pending,

@@ -57,7 +57,6 @@ type route struct {
 type session struct {
 	pubH relay.HealthChecker
 	subH relay.HealthChecker
-	subA relay.AssignmentReporter // nil when the source does not tell
 	rt   *router.Router
 }
 
@@ -276,7 +275,6 @@ func (r *route) session(ctx context.Context) (connected bool, err error) {
 	s := &session{rt: rt}
 	s.pubH, _ = pub.(relay.HealthChecker)
 	s.subH, _ = sub.(relay.HealthChecker)
-	s.subA, _ = sub.(relay.AssignmentReporter)
 	r.mu.Lock()
 	r.sess = s
 	r.mu.Unlock()

@@ -71,13 +71,6 @@ type RouteStatus struct {
 	// for the route's group (relay.LagReporter, asked every 5 s); nil when
 	// the source has not told (yet) or cannot.
 	SourceLag *int64 `json:"source_lag"`
-	// Assigned lists the parts of the source topic this bridge holds now
-	// (relay.AssignmentReporter: Kafka's partitions), for sources that
-	// divide a topic among a group's members; null for other sources and
-	// while the route is not running. An empty list means this replica
-	// forwards nothing: the topic has fewer partitions than the group has
-	// members (or the group is rebalancing).
-	Assigned []int32 `json:"assigned"`
 	// InFlight counts the messages being forwarded now (received, not yet
 	// settled), InFlightBytes their payload bytes.
 	InFlight      int64 `json:"in_flight"`
@@ -189,11 +182,6 @@ func (r *route) status(now time.Time, elapsed time.Duration, stopping bool) Rout
 		rs.State = StateRetrying
 	case sess != nil && sess.subscribed():
 		rs.State = StateRunning
-		if sess.subA != nil {
-			if parts, ok := sess.subA.Assigned(r.cfg.From.Topic); ok {
-				rs.Assigned = append([]int32{}, parts...)
-			}
-		}
 	default:
 		rs.State = StateStarting
 	}

@@ -118,7 +118,7 @@ func TestRoutesReportsForwarding(t *testing.T) {
 		t.Errorf("top-level fields %v", got)
 	}
 	route := raw["routes"].([]any)[0].(map[string]any)
-	want := []string{"assigned", "duplicates", "failed", "forwarded", "forwarded_per_sec_10s", "forwarded_per_sec_avg", "from",
+	want := []string{"duplicates", "failed", "forwarded", "forwarded_per_sec_10s", "forwarded_per_sec_avg", "from",
 		"in_flight", "in_flight_bytes", "last_error", "looped", "name", "not_ready", "poisoned", "ready", "retries",
 		"source_lag", "state", "to"}
 	if got := keys(route); !slices.Equal(got, want) {

@@ -124,13 +124,6 @@ type LagDriver interface {
 	Lag(ctx context.Context, topic string) (int64, error)
 }
 
-// AssignDriver is optionally implemented by a SubscribeDriver whose
-// broker divides topics among a group's members; see
-// relay.AssignmentReporter.
-type AssignDriver interface {
-	Assigned(topic string) ([]int32, bool)
-}
-
 // Subscriber is a relay.Subscriber over a SubscribeDriver.
 type Subscriber struct {
 	d    SubscribeDriver
@@ -246,15 +239,6 @@ func (s *Subscriber) Lag(ctx context.Context, topic string) (int64, error) {
 		return 0, relay.ErrNotSupported
 	}
 	return l.Lag(ctx, topic)
-}
-
-// Assigned implements relay.AssignmentReporter: the driver's answer when
-// it is an AssignDriver, otherwise nil and false.
-func (s *Subscriber) Assigned(topic string) ([]int32, bool) {
-	if a, ok := s.d.(AssignDriver); ok && !s.isClosed() {
-		return a.Assigned(topic)
-	}
-	return nil, false
 }
 
 func (s *Subscriber) isClosed() bool {

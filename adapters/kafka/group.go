@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -45,7 +44,6 @@ type member struct {
 
 	mu    sync.Mutex
 	recvs map[string]*receiver // by topic
-	owned map[string][]int32   // partitions assigned, by topic (see Assigned)
 
 	room chan struct{} // signalled when a queue drops below its window
 
@@ -91,14 +89,13 @@ func (d *subDriver) groupOpts(group string, topics []string, revoked, lost func(
 }
 
 func newMember(d *subDriver, first *receiver) (*member, error) {
-	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first}, owned: map[string][]int32{}, room: make(chan struct{}, 1)}
+	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first}, room: make(chan struct{}, 1)}
 	first.m = m
 	isolation := kgo.ReadCommitted()
 	if d.cfg.ReadUncommitted {
 		isolation = kgo.ReadUncommitted()
 	}
 	opts := append(d.groupOpts(d.cfg.Group, []string{first.topic}, m.onRevoked, m.onLost),
-		kgo.OnPartitionsAssigned(m.onAssigned),
 		kgo.FetchIsolationLevel(isolation))
 	clCtx, kill := context.WithCancel(context.Background())
 	cl, err := kgo.NewClient(append(opts, kgo.WithContext(clCtx))...)
@@ -315,7 +312,6 @@ func (m *member) dispatch(fs kgo.Fetches) {
 // and drops their state, topic by topic. It runs on the client's group
 // goroutine, with polls blocked.
 func (m *member) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	m.disown(lost)
 	for topic, parts := range lost {
 		if r := m.receiver(topic); r != nil {
 			r.drop(parts, true)
@@ -326,47 +322,11 @@ func (m *member) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]i
 // onLost drops the state of partitions this member no longer owns; a
 // commit would be refused, so none is tried.
 func (m *member) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	m.disown(lost)
 	for topic, parts := range lost {
 		if r := m.receiver(topic); r != nil {
 			r.drop(parts, false)
 		}
 	}
-}
-
-// onAssigned records the partitions assigned to this member (with the
-// cooperative balancer, those added to what it had).
-func (m *member) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for topic, parts := range assigned {
-		for _, p := range parts {
-			if !slices.Contains(m.owned[topic], p) {
-				m.owned[topic] = append(m.owned[topic], p)
-			}
-		}
-		slices.Sort(m.owned[topic])
-	}
-}
-
-// disown forgets partitions revoked or lost.
-func (m *member) disown(gone map[string][]int32) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for topic, parts := range gone {
-		m.owned[topic] = slices.DeleteFunc(m.owned[topic], func(p int32) bool { return slices.Contains(parts, p) })
-	}
-}
-
-// assigned returns the partitions of topic this member holds, and
-// whether it subscribes to topic.
-func (m *member) assigned(topic string) ([]int32, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.recvs[topic] == nil {
-		return nil, false
-	}
-	return append([]int32{}, m.owned[topic]...), true
 }
 
 // commitStart commits listed as the group's position on topic through

@@ -102,20 +102,6 @@ func (d *subDriver) startMover(ctx context.Context, topic string) (func(context.
 	return d.movers.acquire(topic)
 }
 
-// Assigned implements driver.AssignDriver: the partitions of topic that
-// the group assigned to this subscriber. Empty while it joins, and for
-// good when the topic has fewer partitions than the group has members.
-func (d *subDriver) Assigned(topic string) ([]int32, bool) {
-	d.gmu.Lock()
-	defer d.gmu.Unlock()
-	for _, m := range d.members {
-		if parts, ok := m.assigned(topic); ok {
-			return parts, true
-		}
-	}
-	return nil, false
-}
-
 // Health implements relay.HealthChecker: nil while some broker answers the
 // subscriber's clients.
 func (d *subDriver) Health() error { return d.health.err() }

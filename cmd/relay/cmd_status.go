@@ -95,9 +95,6 @@ func printStatus(w io.Writer, st bridge.Status) {
 		if !r.Ready && r.State == bridge.StateRunning {
 			state += " (not ready)"
 		}
-		if r.Assigned != nil && len(r.Assigned) == 0 && r.State == bridge.StateRunning {
-			state += " (idle)"
-		}
 		lag := "-"
 		if r.SourceLag != nil {
 			lag = strconv.FormatInt(*r.SourceLag, 10)
@@ -114,9 +111,6 @@ func printStatus(w io.Writer, st bridge.Status) {
 		}
 		if r.NotReady != nil && r.State == bridge.StateRunning {
 			fmt.Fprintf(w, "%s: not ready: %s\n", r.Name, *r.NotReady)
-		}
-		if r.Assigned != nil && len(r.Assigned) == 0 && r.State == bridge.StateRunning {
-			fmt.Fprintf(w, "%s: idle: no partition of the source is assigned to this replica (the topic has fewer partitions than the group has members, or the group is rebalancing)\n", r.Name)
 		}
 	}
 }
