@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if sqsSvc != nil {
 		sqsSvc.Stop()
+	}
+	if relayBinPath != "" { // built by BenchmarkReplicas
+		_ = os.RemoveAll(filepath.Dir(relayBinPath))
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -35,7 +35,9 @@
 //     Close(ctx) ends the broker side within ctx. Optional: Extender (lease
 //     extension for brokers that lease messages), ReceiveLimiter
 //     (the most messages per Receive call and how many calls may run at
-//     once; the shared layer runs that many within the window).
+//     once; the shared layer runs that many within the window),
+//     WindowLimiter (a smaller window where the broker bounds the whole
+//     group's unsettled messages).
 //   - An Opener registered with relay.Register for the URL scheme, which
 //     should also implement relay.URLChecker: Opener does both around the
 //     adapter's URL parser (written with urlopt and tlsconf) and its

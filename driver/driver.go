@@ -241,6 +241,16 @@ type ReceiveLimiter interface {
 	ReceiveLimits() (maxPerCall, concurrent int)
 }
 
+// WindowLimiter is optionally implemented by a Receiver whose broker
+// bounds the unsettled messages of the whole group (NATS JetStream's
+// max_ack_pending): a positive WindowLimit below Options.InFlight becomes
+// the subscription's window, so that one member of the group cannot hold
+// what the others need. It is called once, before the first Receive; the
+// receiver says why it limits (a log line) itself.
+type WindowLimiter interface {
+	WindowLimit() int
+}
+
 // Extender is optionally implemented by a Receiver whose broker leases
 // messages for a limited time (SQS visibility, Redis idle time). Extend is
 // called every Options.ExtendEvery with the handles of every message held

@@ -222,6 +222,14 @@ func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) 
 		s.subs.Done()
 		return nil, err
 	}
+	window, flushAt := s.opts.InFlight, s.opts.SettleBatch
+	if l, ok := r.(WindowLimiter); ok {
+		if n := l.WindowLimit(); n > 0 && n < window {
+			// The settlement batch keeps its share of the window.
+			flushAt = max(1, flushAt*n/window)
+			window = n
+		}
+	}
 	sub := &subscription{
 		parent:    s,
 		topic:     topic,
@@ -231,9 +239,10 @@ func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) 
 		brokerEnd: brokerEnd,
 		cancel:    cancel,
 		stopAfter: stop,
-		free:      s.opts.InFlight,
+		window:    window,
+		free:      window,
 		maxBytes:  s.opts.InFlightBytes,
-		flushAt:   s.opts.SettleBatch,
+		flushAt:   flushAt,
 		delayed:   make(map[uint64]*delayedNack),
 		slotFreed: make(chan struct{}, 1),
 		flushReq:  make(chan struct{}, 1),
@@ -242,12 +251,12 @@ func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) 
 		hold:      s.hold,
 		log:       s.opts.Logger.With("topic", topic, "backend", s.caps.Backend),
 	}
-	// A batch holds at least one message, so a buffer of InFlight batches
+	// A batch holds at least one message, so a buffer of window batches
 	// never blocks the receive loop before the window does.
 	if batches {
-		sub.outBatches = make(chan []*relay.Message, s.opts.InFlight)
+		sub.outBatches = make(chan []*relay.Message, window)
 	} else {
-		sub.out = make(chan *relay.Message, s.opts.InFlight)
+		sub.out = make(chan *relay.Message, window)
 	}
 	s.mu.Lock()
 	s.active[sub] = struct{}{}

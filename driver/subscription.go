@@ -39,9 +39,13 @@ type subscription struct {
 	hold       bool // the driver holds delayed messages until due (DueHolder)
 	log        *slog.Logger
 
+	// window is the most unsettled messages: Options.InFlight, or less
+	// when the receiver is a WindowLimiter.
+	window int
+
 	mu        sync.Mutex
 	ended     bool
-	free      int       // window slots: InFlight minus unsettled, unflushed settlements and reserved
+	free      int       // window slots: window minus unsettled, unflushed settlements and reserved
 	reserved  int       // slots reserved by Receive calls in progress
 	flushAt   int       // pending settlements that trigger a flush without lingering
 	held      int       // slots held by pending settlements, freed once they are flushed
@@ -190,7 +194,7 @@ func (s *subscription) receive() {
 	perCall, loops := 0, 1
 	if l, ok := s.r.(ReceiveLimiter); ok {
 		perCall, loops = l.ReceiveLimits()
-		loops = max(1, min(loops, s.parent.opts.InFlight))
+		loops = max(1, min(loops, s.window))
 	}
 	if loops == 1 {
 		s.receiveLoop(perCall)
@@ -375,7 +379,7 @@ func (s *subscription) awaitOutstanding(d time.Duration) bool {
 	defer t.Stop()
 	for {
 		s.mu.Lock()
-		idle := s.free+s.reserved >= s.parent.opts.InFlight
+		idle := s.free+s.reserved >= s.window
 		s.mu.Unlock()
 		if idle {
 			return true

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/go-relay/relay"
 )
 
 // TestDelayedNackHoldsNoSlot: a message waiting out a NackAfter, native or
@@ -129,5 +131,46 @@ func TestReceiveKeepsWholeWindows(t *testing.T) {
 	}
 	if !slices.Equal(r.asked, want) {
 		t.Fatalf("Receive asked for %v, want %v", r.asked, want)
+	}
+}
+
+// windowRecv is a fakeRecv that limits the window (WindowLimiter).
+type windowRecv struct {
+	*fakeRecv
+	limit int
+}
+
+func (r windowRecv) WindowLimit() int { return r.limit }
+
+type windowSub struct {
+	fakeSub
+	r windowRecv
+}
+
+func (f *windowSub) Subscribe(context.Context, string) (Receiver, error) { return f.r, nil }
+
+// TestWindowLimiter: a receiver's WindowLimit below InFlight is the
+// subscription's window: with 3 of InFlight 8 held unsettled, Receive is
+// not asked for more until one is settled, and never for more than 3.
+func TestWindowLimiter(t *testing.T) {
+	r := newFakeRecv(10)
+	s := NewSubscriber(&windowSub{fakeSub{r: r}, windowRecv{r, 3}}, Options{InFlight: 8})
+	ch, err := s.Subscribe(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := []*relay.Message{<-ch, <-ch, <-ch}
+	select {
+	case m := <-ch:
+		t.Fatalf("fourth message %s delivered with a window limited to 3", m.ID)
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = held[0].Ack()
+	<-ch // the freed slot is used
+	_ = s.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.maxAsked > 3 {
+		t.Errorf("Receive asked for %d, the window is limited to 3", r.maxAsked)
 	}
 }

@@ -16,8 +16,17 @@ const (
 	DefaultAckWait         = 30 * time.Second
 	DefaultFetchWait       = time.Second
 	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultMaxAckPending   = 1000
-	DefaultDialTimeout     = 5 * time.Second
+	// DefaultMaxAckPending is the least max_ack_pending of a consumer the
+	// adapter creates (JetStream's own default); the default is
+	// InFlight × MembersPerGroup when that is more.
+	DefaultMaxAckPending = 1000
+	// MembersPerGroup is how many subscribers of a group, each with the
+	// same window, a consumer created with the default max_ack_pending
+	// serves with full windows: the group's size relay plans for. More
+	// members still share the messages, each waiting at times for
+	// another's acks (see docs/nats.md, "Groups").
+	MembersPerGroup    = 8
+	DefaultDialTimeout = 5 * time.Second
 	// DefaultPingInterval is how often the client pings the server
 	// (ping_interval=); after DefaultMaxPingsOut unanswered pings the
 	// connection is declared dead and reconnected, so a silent network is
@@ -85,13 +94,15 @@ type SubscriberConfig struct {
 	// it anywhere; use relay's PoisonQueue middleware for a dead-letter topic.
 	MaxDeliver int
 	// MaxAckPending bounds the unacknowledged messages of the whole group
-	// (max_ack_pending=). Default 1000.
+	// (max_ack_pending=). Applies when the adapter creates the consumer.
+	// Default InFlight × MembersPerGroup, at least DefaultMaxAckPending.
+	// A subscription's window is capped at half the consumer's
+	// max_ack_pending (with a warning), so that one member cannot hold the
+	// whole group's allowance.
 	MaxAckPending int
-	// FetchWait is how long one pull request waits for a message
+	// FetchWait is how long one pull request waits for messages
 	// (fetch_wait=). Default 1s, at most 10s. An idle subscription sends
-	// one pull request per FetchWait, and its end waits for the request in
-	// progress, so that no request outlives the subscription (see
-	// docs/nats.md).
+	// one pull request per FetchWait (see docs/nats.md).
 	FetchWait time.Duration
 	// Logger receives transient errors. Default slog.Default().
 	Logger *slog.Logger

@@ -33,9 +33,12 @@
 // dead after 2 unanswered, so within about 3 × ping_interval; Health then
 // reports the connection as reconnecting until it is back.
 //
-// Consuming pulls no more messages than the subscription's free window
-// slots: a no-wait pull first, then, when nothing is there, a pull for one
-// message that waits up to fetch_wait. Acks are +ACK, Nack is -NAK (the
+// Consuming keeps one pull request outstanding for the subscription's
+// free window slots and hands out each message as it arrives; the request
+// expires after fetch_wait and the next asks for what is free then (see
+// docs/nats.md). A subscription's window is at most half the consumer's
+// max_ack_pending, which relay sets to inflight × MembersPerGroup (at least
+// 1000) when it creates the consumer. Acks are +ACK, Nack is -NAK (the
 // group gets the message at once), NackAfter(d) is -NAK with delay d, held
 // by the server even if the subscription or the process ends. Messages in
 // work have their ack_wait lease reset (+WPI) every ack_wait/3. When a

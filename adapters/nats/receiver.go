@@ -9,29 +9,22 @@ import (
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/driver"
 )
 
 // receiver is one subscription: pull requests on the group's durable
-// consumer of one topic.
+// consumer of one topic (see puller).
 type receiver struct {
-	c         jetstream.Consumer
-	nc        *natsgo.Conn
-	stream    string
-	fetchWait time.Duration
-	// maxPull is the consumer's MaxAckPending (0: none): the server
-	// refuses a pull request for more (409 Exceeded MaxAckPending).
-	maxPull int
-	// drained is set when the last message received was a first delivery
-	// that the server sent with nothing more pending for the consumer:
-	// the next Receive then skips the no-wait pull, which would come back
-	// empty and, with one message in flight, leave one published
-	// meanwhile waiting for a second pull request (an extra round trip on
-	// most deliveries). Receive runs on one goroutine.
-	drained bool
+	pull   *puller
+	nc     *natsgo.Conn
+	stream string
+	// window is the subscription's window when the consumer's
+	// max_ack_pending bounds it below the subscriber's InFlight (see
+	// WindowLimit); 0 otherwise.
+	window int
+	out    []driver.Received // reused from call to call
 
 	// nacked remembers, by stream sequence, the attempt of each message
 	// this subscription nacked, so that its redelivery here counts at
@@ -41,57 +34,43 @@ type receiver struct {
 	nacked driver.AttemptMemo[uint64]
 }
 
-// Receive takes what is available at once (a no-wait pull of up to max
-// messages); when nothing is, it waits up to fetch_wait for one message
-// with a pull request, and returns it. After a message the server sent
-// with nothing pending behind it (see receiver.drained) it goes straight
-// to the waiting pull; a message with more pending, or a redelivery
-// (which the pending count does not include), makes the next Receive take
-// what is available at once again. It never asks the server for more
-// than max, so the consumer's unacknowledged messages stay within the
-// shared layer's window, nor for more than the consumer's max_ack_pending,
-// which the server would refuse.
+// WindowLimit implements driver.WindowLimiter.
+func (r *receiver) WindowLimit() int { return r.window }
+
+// Receive returns what the subscription's pull requests brought, as soon
+// as there is any (see puller): between 1 and max messages, or none when
+// a request ended empty after fetch_wait. It never has requests out for
+// more than max, so the consumer's unacknowledged messages stay within
+// the shared layer's window, which WindowLimit keeps at half the
+// consumer's max_ack_pending or less.
 //
-// A waiting pull request is not abandoned when ctx ends: Receive waits
-// for it to end (a message, or the server's timeout after fetch_wait),
-// so that no request of an ended subscription is left on the server.
-// The server would deliver a released message to such a request, find
-// nobody listening and take the delivery back, resetting the message's
-// delivery count (nats-server 2.9). Receive therefore returns up to
-// fetch_wait (plus nats.go's one-second margin when the server stopped
-// answering) after ctx ends.
-func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
-	if r.maxPull > 0 {
-		max = min(max, r.maxPull)
+// When the subscription ends, Release or Close ends the inbox
+// subscription (see puller.stop) before anything is released: a live
+// request would take a released message again.
+func (r *receiver) Receive(ctx context.Context, limit int) ([]driver.Received, error) {
+	msgs, err := r.pull.next(ctx, limit)
+	if err != nil || len(msgs) == 0 {
+		return nil, err
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if !r.drained {
-			b, err := r.c.FetchNoWait(max)
-			if err != nil {
-				return nil, fetchErr(err)
-			}
-			out, err := r.collect(b)
-			if len(out) > 0 || err != nil {
-				r.noteDrained(out)
-				return out, err
-			}
-			if err := ctx.Err(); err != nil {
-				return nil, err
+	out := r.out[:0]
+	for _, m := range msgs {
+		attempt, seq := 1, uint64(0)
+		if delivered, sseq, ok := ackInfo(m.Reply); ok {
+			attempt, seq = int(delivered), sseq
+			if prev := r.nacked.Take(seq); prev > 0 {
+				attempt = max(attempt, prev+1)
 			}
 		}
-		b, err := r.c.Fetch(1, jetstream.FetchMaxWait(r.fetchWait))
-		if err != nil {
-			return nil, fetchErr(err)
-		}
-		out, err := r.collect(b)
-		if len(out) > 0 || err != nil {
-			r.noteDrained(out)
-			return out, err
-		}
+		out = append(out, driver.Received{
+			Msg:     decode(m.Header, m.Data, r.stream, seq),
+			Attempt: attempt,
+			Handle:  &handle{msg: m, seq: seq, attempt: attempt},
+			// seq is 0 when the reply subject did not parse: no position.
+			Position: seqPosition(seq),
+		})
 	}
+	r.out = out
+	return out, nil
 }
 
 // ackInfo reads the delivery count and the stream sequence from the
@@ -129,69 +108,6 @@ func ackInfo(reply string) (delivered, streamSeq uint64, ok bool) {
 	return delivered, streamSeq, true
 }
 
-// noteDrained sets r.drained from the last of the messages just received.
-func (r *receiver) noteDrained(out []driver.Received) {
-	if len(out) == 0 {
-		r.drained = false
-		return
-	}
-	last := out[len(out)-1]
-	pending, ok := ackPending(last.Handle.(*handle).msg.Reply())
-	r.drained = ok && pending == 0 && last.Attempt == 1
-}
-
-// ackPending reads the <pending> token of a JetStream delivery's reply
-// subject (see ackInfo): how many messages the consumer had left to
-// deliver after this one when the server sent it.
-func ackPending(reply string) (uint64, bool) {
-	if _, _, ok := ackInfo(reply); !ok {
-		return 0, false
-	}
-	at := 8 // token index of <pending>
-	if strings.Count(reply, ".") >= 10 {
-		at = 10
-	}
-	rest := reply
-	for range at {
-		_, rest, _ = strings.Cut(rest, ".")
-	}
-	tok, _, _ := strings.Cut(rest, ".")
-	n, err := strconv.ParseUint(tok, 10, 64)
-	return n, err == nil
-}
-
-func fetchErr(err error) error {
-	if errors.Is(err, natsgo.ErrConnectionClosed) {
-		return fmt.Errorf("relay/nats: %w: %v", relay.ErrClosed, err)
-	}
-	return fmt.Errorf("relay/nats: pull request: %w", err)
-}
-
-// collect reads every message of b until its pull request ends.
-func (r *receiver) collect(b jetstream.MessageBatch) ([]driver.Received, error) {
-	var out []driver.Received
-	for m := range b.Messages() {
-		attempt, seq := 1, uint64(0)
-		if delivered, sseq, ok := ackInfo(m.Reply()); ok {
-			attempt, seq = int(delivered), sseq
-			if prev := r.nacked.Take(seq); prev > 0 {
-				attempt = max(attempt, prev+1)
-			}
-		}
-		out = append(out, driver.Received{
-			Msg:     decode(m.Headers(), m.Data(), r.stream, seq),
-			Attempt: attempt,
-			Handle:  &handle{msg: m, seq: seq, attempt: attempt},
-			// seq is 0 when the reply subject did not parse: no position.
-			Position: seqPosition(seq),
-		})
-	}
-	if err := b.Error(); err != nil && len(out) == 0 {
-		return nil, fmt.Errorf("relay/nats: pull request: %w", err)
-	}
-	return out, nil
-}
-
 // Settle acks (+ACK) and nacks (-NAK, with the delay for NackAfter,
 // which the server holds) without waiting for the server: nats.go writes
 // them out at once, and the connection is ordered, so the server has
@@ -223,7 +139,7 @@ func (r *receiver) settle(ctx context.Context, batch []driver.Settle, flush bool
 		default:
 			err = m.Nak()
 		}
-		if err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		if err != nil && !errors.Is(err, natsgo.ErrMsgAlreadyAckd) {
 			errs = append(errs, err)
 		}
 	}
@@ -240,20 +156,44 @@ func (r *receiver) settle(ctx context.Context, batch []driver.Settle, flush bool
 
 // handle is the settlement token of one delivery.
 type handle struct {
-	msg     jetstream.Msg
+	msg     *natsgo.Msg
 	seq     uint64 // stream sequence; 0 when the metadata was unreadable
 	attempt int    // as delivered
 }
 
 // Release hands unsettled messages back with an immediate -NAK, so that
 // the group receives them at once rather than after ack_wait, and waits
-// for the server to have them and every settlement sent before.
+// for the server to have them and every settlement sent before. It first
+// waits for the subscription's live pull requests to end (see
+// puller.stop), which would take the released messages again, and
+// releases what they brought too.
 func (r *receiver) Release(ctx context.Context, handles []any) error {
 	batch := make([]driver.Settle, len(handles))
 	for i, h := range handles {
 		batch[i] = driver.Settle{Handle: h}
 	}
-	return r.settle(ctx, batch, true)
+	var errs []error
+	if err := r.releaseUnseen(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.settle(ctx, batch, true); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// releaseUnseen ends the inbox subscription and -NAKs what arrived that
+// Receive never returned, without counting it as a nack of this
+// subscription (nobody saw it). Idempotent.
+func (r *receiver) releaseUnseen(ctx context.Context) error {
+	kept, err := r.pull.stop(ctx)
+	errs := []error{err}
+	for _, m := range kept {
+		if err := m.Nak(); err != nil && !errors.Is(err, natsgo.ErrMsgAlreadyAckd) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Extend implements driver.Extender: +WPI (in progress) resets each
@@ -261,7 +201,7 @@ func (r *receiver) Release(ctx context.Context, handles []any) error {
 func (r *receiver) Extend(ctx context.Context, handles []any) error {
 	var errs []error
 	for _, h := range handles {
-		if err := h.(*handle).msg.InProgress(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		if err := h.(*handle).msg.InProgress(); err != nil && !errors.Is(err, natsgo.ErrMsgAlreadyAckd) {
 			errs = append(errs, err)
 		}
 	}
@@ -277,22 +217,29 @@ func (r *receiver) Extend(ctx context.Context, handles []any) error {
 // flush waits for the server to have read everything sent so far (a
 // PING/PONG round trip), within ctx.
 func (r *receiver) flush(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-	}
-	if err := r.nc.FlushWithContext(ctx); err != nil {
+	if err := flushConn(ctx, r.nc); err != nil {
 		return fmt.Errorf("relay/nats: flush: %w", err)
 	}
 	return nil
 }
 
-// Close waits, within ctx, for the server to have every settlement sent
-// (Settle does not wait for it). It has nothing else to end: no pull
-// request outlives Receive, and the durable consumer stays for the group.
+// flushConn is nc.FlushWithContext within ctx, or within 10s when ctx
+// has no deadline (nats.go requires one).
+func flushConn(ctx context.Context, nc *natsgo.Conn) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
+}
+
+// Close ends the inbox subscription (releasing what arrived unseen) and
+// waits, within ctx, for the server to have every settlement sent
+// (Settle does not wait for it). The durable consumer stays for the
+// group.
 func (r *receiver) Close(ctx context.Context) error {
-	return r.flush(ctx)
+	return errors.Join(r.releaseUnseen(ctx), r.flush(ctx))
 }
 
 // seqPosition is the position of the message at stream sequence seq; zero

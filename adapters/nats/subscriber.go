@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -18,7 +19,9 @@ import (
 func (c *SubscriberConfig) defaults() {
 	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
-	c.MaxAckPending = cmp.Or(c.MaxAckPending, DefaultMaxAckPending)
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = max(DefaultMaxAckPending, c.InFlight*MembersPerGroup)
+	}
 	c.FetchWait = cmp.Or(c.FetchWait, DefaultFetchWait)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
@@ -59,6 +62,7 @@ type subDriver struct {
 	streams *streams
 	cfg     SubscriberConfig
 	caps    relay.Capabilities
+	warned  sync.Map // stream + "/" + consumer whose window cap was logged
 }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
@@ -146,13 +150,43 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	if err != nil {
 		return nil, err
 	}
-	r := &receiver{c: c, nc: d.nc, stream: stream, fetchWait: d.cfg.FetchWait}
+	r := &receiver{nc: d.nc, stream: stream}
 	// The consumer's own limit: an existing consumer keeps its settings,
 	// which may differ from max_ack_pending= (-1: none).
-	if info := c.CachedInfo(); info != nil && info.Config.MaxAckPending > 0 {
-		r.maxPull = info.Config.MaxAckPending
+	info := c.CachedInfo()
+	if info != nil {
+		r.window = d.windowLimit(info)
+	}
+	window := d.cfg.InFlight
+	if r.window > 0 {
+		window = r.window
+	}
+	if r.pull, err = newPuller(d.nc, c, stream, d.consumerName(topic), d.cfg.FetchWait, window); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// windowLimit is the window of a subscription on the consumer info
+// describes: half its MaxAckPending when the subscriber's InFlight is
+// more, so that one member never holds what the group's others need (the
+// server delivers nothing to anyone while the group holds MaxAckPending
+// unacknowledged messages); 0 (InFlight) otherwise. The first time it caps
+// a consumer's windows it logs a warning saying so.
+func (d *subDriver) windowLimit(info *jetstream.ConsumerInfo) int {
+	maxPending := info.Config.MaxAckPending
+	if maxPending <= 0 || d.cfg.InFlight <= maxPending/2 {
+		return 0
+	}
+	limit := max(1, maxPending/2)
+	if _, seen := d.warned.LoadOrStore(info.Stream+"/"+info.Name, true); !seen {
+		d.cfg.Logger.Warn("relay/nats: the group's consumer allows fewer unacknowledged messages than two windows; "+
+			"this subscriber's window is capped at half of them so that other members of the group are not starved. "+
+			"Raise the consumer's max_ack_pending (nats consumer edit) or lower inflight=",
+			"stream", info.Stream, "consumer", info.Name, "max_ack_pending", maxPending,
+			"inflight", d.cfg.InFlight, "window", limit)
+	}
+	return limit
 }
 
 // Close closes the connection, when the subscriber opened it from a URL,

@@ -122,7 +122,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
 		AckWait:       p.Duration("ack_wait", DefaultAckWait),
 		MaxDeliver:    p.Int("max_deliver", 0, 0),
-		MaxAckPending: p.Int("max_ack_pending", DefaultMaxAckPending, 1),
+		MaxAckPending: p.Int("max_ack_pending", 0, 1),
 		FetchWait:     p.Duration("fetch_wait", DefaultFetchWait),
 	}
 	if c.sub.AckWait < time.Second {

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/bridge"
 )
 
@@ -159,6 +160,12 @@ func findRoute(st bridge.Status, name string) (bridge.RouteStatus, bool) {
 	return bridge.RouteStatus{}, false
 }
 
+// idle reports whether r runs on a replica that holds none of its
+// source's partitions.
+func idle(r bridge.RouteStatus) bool {
+	return r.State == bridge.StateRunning && r.Holds != nil && r.Holds.Mode == relay.SharePartitions && len(r.Holds.Partitions) == 0
+}
+
 func lagText(lag *int64) string {
 	if lag == nil {
 		return "unknown"
@@ -181,6 +188,9 @@ func printStatus(w io.Writer, st bridge.Status) {
 		if !r.Ready && r.State == bridge.StateRunning {
 			state += " (not ready)"
 		}
+		if idle(r) {
+			state += " (idle)"
+		}
 		lag := "-"
 		if r.SourceLag != nil {
 			lag = strconv.FormatInt(*r.SourceLag, 10)
@@ -201,6 +211,9 @@ func printStatus(w io.Writer, st bridge.Status) {
 		}
 		if r.NotReady != nil && r.State == bridge.StateRunning {
 			fmt.Fprintf(w, "%s: not ready: %s\n", r.Name, *r.NotReady)
+		}
+		if idle(r) {
+			fmt.Fprintf(w, "%s: idle: no partition of the source is assigned to this replica (the topic has fewer partitions than the group has members, or the group is rebalancing)\n", r.Name)
 		}
 		if r.CaughtUpSince != nil {
 			fmt.Fprintf(w, "%s: caught up since %s (%s)\n", r.Name, r.CaughtUpSince.Format(time.RFC3339), st.Time.Sub(*r.CaughtUpSince).Round(time.Second))
