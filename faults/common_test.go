@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if relayBin.dir != "" {
 		_ = os.RemoveAll(relayBin.dir)
 	}
+	if pstestBin.dir != "" {
+		_ = os.RemoveAll(pstestBin.dir)
+	}
 	os.Exit(code)
 }
 
