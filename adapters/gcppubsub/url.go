@@ -118,6 +118,7 @@ func NewSubscriber(ctx context.Context, cfg Config) (relay.Subscriber, error) {
 		InFlight:      cfg.InFlight,
 		InFlightBytes: cfg.InFlightBytes,
 		ExtendEvery:   cfg.extendEvery(),
+		SettleBatch:   cfg.InFlight,
 		Logger:        cfg.Logger.With("backend", Scheme),
 	}), nil
 }
