@@ -154,21 +154,26 @@ func decode(rm *pb.ReceivedMessage) *relay.Message {
 	pm := rm.GetMessage()
 	m := &relay.Message{ID: pm.GetMessageId(), Key: pm.GetOrderingKey(), Payload: pm.GetData()}
 	attrs := pm.GetAttributes()
-	if len(attrs) > 0 {
-		m.Metadata = make(relay.Metadata, len(attrs))
+	n := len(attrs)
+	if id, ok := attrs[AttrID]; ok {
+		m.ID = id
+		n--
 	}
-	for k, v := range attrs {
-		switch k {
-		case AttrID:
-			m.ID = v
-		case AttrPacked:
-		default:
-			m.Metadata[k] = v
+	packed, isPacked := attrs[AttrPacked]
+	if isPacked {
+		n++ // room for MetaDecodeError
+	}
+	if n > 0 { // no map for a message that carries only its ID
+		m.Metadata = make(relay.Metadata, n)
+		for k, v := range attrs {
+			if k != AttrID && k != AttrPacked {
+				m.Metadata[k] = v
+			}
 		}
 	}
-	if s, ok := attrs[AttrPacked]; ok {
-		if err := unpack(m, s); err != nil {
-			m.Metadata[AttrPacked] = s
+	if isPacked {
+		if err := unpack(m, packed); err != nil {
+			m.Metadata[AttrPacked] = packed
 			m.Metadata[MetaDecodeError] = err.Error()
 		}
 	}

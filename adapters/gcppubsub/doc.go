@@ -42,8 +42,9 @@
 //
 // Publish sends Publish requests of up to 1000 messages and 9.5 MB; the
 // shared layer (package driver) retries failed requests with its one
-// backoff policy. Subscriptions make Pull calls (pullers= at once, each
-// for what the in-flight window has free, up to 1000), Acknowledge acks
+// backoff policy. Subscriptions make Pull calls (pullers= at once,
+// default 1, each for what the in-flight window has free, up to 1000),
+// Acknowledge acks
 // and ModifyAckDeadline nacks: deadline 0 for Nack and a release, the
 // delay for NackAfter (at most 600 s, Capabilities().MaxDelay), the ack
 // deadline again every min(ack_deadline, 10 s)/3 for messages in work.

@@ -37,8 +37,8 @@ type handle struct {
 }
 
 // ReceiveLimits implements driver.ReceiveLimiter: at most 1000 messages a
-// Pull, pullers= calls in flight (1 when ordered, so that a key's
-// messages are delivered in order).
+// Pull, pullers= calls in flight (default 1, and 1 when ordered, so that
+// a key's messages are delivered in order).
 func (r *receiver) ReceiveLimits() (maxPerCall, concurrent int) {
 	return MaxBatch, r.d.conn.cfg.Pullers
 }
