@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/gcppubsub"
-	"github.com/go-relay/relay/internal/pubsubfake"
+	"github.com/go-relay/relay/internal/testkit/pubsubfake"
 )
 
 // --- Google Cloud Pub/Sub: the raw API clients of cloud.google.com/go/pubsub/v2 ---

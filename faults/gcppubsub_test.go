@@ -14,8 +14,8 @@ import (
 	"time"
 
 	_ "github.com/go-relay/relay/adapters/gcppubsub"
-	"github.com/go-relay/relay/internal/pubsubfake"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/pubsubfake"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // The Google Cloud Pub/Sub rows run on pstest, the client library's fake

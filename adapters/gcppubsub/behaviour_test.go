@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/gcppubsub"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestOrdered: with ordered=true the group's subscription has message
@@ -23,25 +24,25 @@ import (
 func TestOrdered(t *testing.T) {
 	tg := newTarget(t)
 	topic, group := newName("ordered-"), newName("g")
-	sub := openSub(t, tg.subURL(group, "ordered", "true"))
+	sub := relaytest.OpenSubscriber(t, tg.subURL(group, "ordered", "true"))
 	if got := sub.(relay.CapabilityReporter).Capabilities().Ordering; got != relay.OrderPerKey {
 		t.Fatalf("Ordering = %q, want %q", got, relay.OrderPerKey)
 	}
-	provision(t, sub, topic)
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	s, err := tg.raw(t).SubscriptionAdminClient.GetSubscription(context.Background(),
 		&pb.GetSubscriptionRequest{Subscription: "projects/" + tg.project() + "/subscriptions/" + gcppubsub.SubscriptionID(topic, group)})
 	if err != nil || !s.GetEnableMessageOrdering() {
 		t.Fatalf("subscription: ordering %v, err %v; want ordering on", s.GetEnableMessageOrdering(), err)
 	}
-	ch := subscribe(t, sub, topic)
-	pub := openPub(t, tg.base)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	pub := relaytest.OpenPublisher(t, tg.base)
 	const n, keys = 60, 3
 	msgs := make([]*relay.Message, n)
 	for i := range msgs {
 		msgs[i] = &relay.Message{ID: relay.NewID(), Key: fmt.Sprintf("k%d", i%keys), Payload: []byte(fmt.Sprint(i))}
 	}
 	for i := 0; i < n; i += 20 {
-		publish(t, pub, topic, msgs[i:i+20]...)
+		relaytest.Publish(t, pub, topic, msgs[i:i+20]...)
 	}
 	pos := map[string]int{}
 	for i, m := range msgs {
@@ -50,7 +51,7 @@ func TestOrdered(t *testing.T) {
 	last := map[string]int{}
 	nacked := false
 	for acked := 0; acked < n; {
-		m := next(t, ch, "ordered delivery")
+		m := relaytest.Next(t, ch, "ordered delivery")
 		p := pos[m.ID]
 		if prev, ok := last[m.Key]; ok && p < prev {
 			t.Errorf("key %s: message #%d after #%d", m.Key, p, prev)
@@ -75,27 +76,28 @@ func TestOrdered(t *testing.T) {
 func TestDeadLetter(t *testing.T) {
 	tg := newTarget(t)
 	topic, group := newName("dlq-"), newName("g")
-	sub := openSub(t, tg.subURL(group, "max_delivery_attempts", "5"))
+	sub := relaytest.OpenSubscriber(t, tg.subURL(group, "max_delivery_attempts", "5"))
 	if !sub.(relay.CapabilityReporter).Capabilities().AttemptFromBroker {
 		t.Errorf("AttemptFromBroker false with a dead-letter policy")
 	}
-	provision(t, sub, topic)
-	ch := subscribe(t, sub, topic)
-	pub := openPub(t, tg.base)
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	pub := relaytest.OpenPublisher(t, tg.base)
 	m := &relay.Message{ID: relay.NewID(), Key: "k", Payload: []byte("poison"), Metadata: relay.Metadata{"why": "test"}}
-	publish(t, pub, topic, m)
+	relaytest.Publish(t, pub, topic, m)
 	for want := 1; want <= 5; want++ {
-		got := next(t, ch, "delivery")
+		got := relaytest.Next(t, ch, "delivery")
 		if got.ID != m.ID || got.Attempt() != want {
 			t.Fatalf("delivery %d: ID %s attempt %d", want, got.ID, got.Attempt())
 		}
 		_ = got.Nack()
 	}
-	if extra := none(ch, time.Second); extra != nil {
+	if extra := relaytest.Quiet(ch, time.Second); extra != nil {
 		t.Fatalf("delivered a sixth time (attempt %d) instead of dead-lettered", extra.Attempt())
 	}
 	dlq := gcppubsub.SubscriptionID(topic, group) + "-dlq"
-	dead := next(t, subscribe(t, sub, dlq), "dead letter")
+	dlqCh, _ := relaytest.Subscribe(t, sub, dlq)
+	dead := relaytest.Next(t, dlqCh, "dead letter")
 	if dead.ID != m.ID || dead.Key != m.Key || !bytes.Equal(dead.Payload, m.Payload) || dead.Metadata["why"] != "test" {
 		t.Errorf("dead letter %s key %q payload %q metadata %v, want %s %q %q why=test", dead.ID, dead.Key, dead.Payload, dead.Metadata, m.ID, m.Key, m.Payload)
 	}
@@ -110,10 +112,10 @@ func TestDeadLetter(t *testing.T) {
 func TestPacking(t *testing.T) {
 	tg := newTarget(t)
 	topic, group := newName("packing-"), newName("g")
-	sub := openSub(t, tg.subURL(group))
-	provision(t, sub, topic)
-	ch := subscribe(t, sub, topic)
-	pub := openPub(t, tg.base)
+	sub := relaytest.OpenSubscriber(t, tg.subURL(group))
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	pub := relaytest.OpenPublisher(t, tg.base)
 	md := relay.Metadata{}
 	for i := range 150 {
 		md[fmt.Sprintf("k%03d", i)] = fmt.Sprint(i)
@@ -129,9 +131,9 @@ func TestPacking(t *testing.T) {
 		{ID: relay.NewID(), Payload: []byte("many"), Metadata: md},
 		{ID: "id-\xff\xfe", Key: "k", Payload: []byte{0, 1, 2}},
 	}
-	publish(t, pub, topic, msgs...)
+	relaytest.Publish(t, pub, topic, msgs...)
 	for range msgs {
-		got := next(t, ch, "packed message")
+		got := relaytest.Next(t, ch, "packed message")
 		var want *relay.Message
 		for _, m := range msgs {
 			if m.ID == got.ID {
@@ -165,16 +167,16 @@ func TestLeaseExtended(t *testing.T) {
 		t.Skip("SKIP: Pub/Sub takes ack deadlines of 10 s or more; this check uses 2 s on the fake")
 	}
 	topic, group := newName("lease-"), newName("g")
-	s1 := openSub(t, tg.subURL(group, "ack_deadline", "2s"))
-	provision(t, s1, topic)
+	s1 := relaytest.OpenSubscriber(t, tg.subURL(group, "ack_deadline", "2s"))
+	relaytest.Provision(t, s1.(relay.Provisioner), topic)
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	ch1, err := s1.Subscribe(ctx1, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, openPub(t, tg.base), topic, relay.NewMessage([]byte("slow work")))
-	held := next(t, ch1, "first member")
-	ch2 := subscribe(t, openSub(t, tg.subURL(group, "ack_deadline", "2s")), topic)
+	relaytest.Publish(t, relaytest.OpenPublisher(t, tg.base), topic, relay.NewMessage([]byte("slow work")))
+	held := relaytest.Next(t, ch1, "first member")
+	ch2, _ := relaytest.Subscribe(t, relaytest.OpenSubscriber(t, tg.subURL(group, "ack_deadline", "2s")), topic)
 	select {
 	case m := <-ch1:
 		t.Fatalf("message delivered again to the first member while it held it (%s): lease not extended", m.ID)
@@ -183,7 +185,7 @@ func TestLeaseExtended(t *testing.T) {
 	case <-time.After(5 * time.Second):
 	}
 	cancel1() // released: the other member gets it at once
-	got := next(t, ch2, "released message")
+	got := relaytest.Next(t, ch2, "released message")
 	if got.ID != held.ID || got.Attempt() != 1 && got.Attempt() != 2 {
 		t.Errorf("second member got %s attempt %d, want %s", got.ID, got.Attempt(), held.ID)
 	}
@@ -196,10 +198,10 @@ func TestLeaseExtended(t *testing.T) {
 func TestExistingSubscription(t *testing.T) {
 	tg := newTarget(t)
 	topic, other, group := newName("exists-"), newName("other-"), newName("g")
-	plain := openSub(t, tg.subURL(group))
-	provision(t, plain, topic)
+	plain := relaytest.OpenSubscriber(t, tg.subURL(group))
+	relaytest.Provision(t, plain.(relay.Provisioner), topic)
 	ctx := context.Background()
-	err := openSub(t, tg.subURL(group, "ordered", "true")).(relay.Provisioner).Provision(ctx, topic)
+	err := relaytest.OpenSubscriber(t, tg.subURL(group, "ordered", "true")).(relay.Provisioner).Provision(ctx, topic)
 	if err == nil || !strings.Contains(err.Error(), "without message ordering") {
 		t.Errorf("ordered=true on an unordered subscription: %v, want an error saying so", err)
 	}
@@ -214,11 +216,42 @@ func TestExistingSubscription(t *testing.T) {
 	}
 }
 
+// TestCheckGroups: a topic that is missing or has no subscription would
+// drop what is published to it now (relay.ErrNoGroup, naming what the
+// service showed); once a group is provisioned it has one. Lag is not
+// reported.
+func TestCheckGroups(t *testing.T) {
+	tg := newTarget(t)
+	topic, group := newName("groups-"), newName("g")
+	gc := relaytest.OpenPublisher(t, tg.base).(relay.GroupChecker)
+	ctx := context.Background()
+	// The service says the topic does not exist; pstest lists no
+	// subscriptions of a topic it does not have.
+	if err := gc.CheckGroups(ctx, topic); !errors.Is(err, relay.ErrNoGroup) {
+		t.Errorf("missing topic: %v, want ErrNoGroup", err)
+	}
+	raw := tg.raw(t)
+	if _, err := raw.TopicAdminClient.CreateTopic(ctx, &pb.Topic{Name: "projects/" + tg.project() + "/topics/" + topic}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.CheckGroups(ctx, topic); !errors.Is(err, relay.ErrNoGroup) || !strings.Contains(err.Error(), "no subscription") {
+		t.Errorf("topic without subscriptions: %v, want ErrNoGroup saying it has none", err)
+	}
+	sub := relaytest.OpenSubscriber(t, tg.subURL(group))
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	if err := gc.CheckGroups(ctx, topic); err != nil {
+		t.Errorf("after Provision: %v, want nil", err)
+	}
+	if _, err := sub.(relay.LagReporter).Lag(ctx, topic); !errors.Is(err, relay.ErrNotSupported) {
+		t.Errorf("Lag: %v, want relay.ErrNotSupported", err)
+	}
+}
+
 // TestLimits: what Pub/Sub cannot take is refused before anything is
 // sent, with typed errors.
 func TestLimits(t *testing.T) {
 	tg := newTarget(t)
-	pub := openPub(t, tg.base)
+	pub := relaytest.OpenPublisher(t, tg.base)
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string

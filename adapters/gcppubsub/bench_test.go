@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/gcppubsub"
-	"github.com/go-relay/relay/internal/relaytest"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // BenchmarkRatio compares relay with the Pub/Sub client library doing the
@@ -95,25 +95,9 @@ func benchTopic(b *testing.B, raw *pubsub.Client, project, group string) (topic 
 }
 
 func relayPublishRate(b *testing.B, tg target, raw *pubsub.Client, n int) float64 {
-	ctx := context.Background()
 	topic, drop := benchTopic(b, raw, tg.project(), "")
 	defer drop()
-	pub := openPub(b, tg.base)
-	payload := make([]byte, 100)
-	batch := make([]*relay.Message, benchBatch)
-	start := time.Now()
-	for done := 0; done < n; done += benchBatch {
-		k := min(benchBatch, n-done)
-		for j := range batch[:k] {
-			batch[j] = relay.NewMessage(payload)
-		}
-		if err := pub.Publish(ctx, topic, batch[:k]...); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = pub.Close()
-	return rate
+	return relaytest.PublishRate(b, relaytest.OpenPublisher(b, tg.base), topic, n, benchBatch, make([]byte, 100))
 }
 
 func rpcPublishRate(b *testing.B, raw *pubsub.Client, project string, n int) float64 {
@@ -167,29 +151,7 @@ func relayConsumeRate(b *testing.B, tg target, raw *pubsub.Client, n int) float6
 	topic, drop := benchTopic(b, raw, tg.project(), group)
 	defer drop()
 	rpcFill(b, raw, tg.project(), topic, n)
-	sub := openSub(b, tg.subURL(group, "inflight", fmt.Sprint(benchWindow)))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	start := time.Now()
-	ch, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for range n {
-		m, ok := <-ch
-		if !ok {
-			b.Fatal("channel closed")
-		}
-		if len(m.Payload) != 100 {
-			b.Fatal("bad payload")
-		}
-		if err := m.Ack(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rate := float64(n) / time.Since(start).Seconds()
-	_ = sub.Close()
-	return rate
+	return relaytest.ConsumeRate(b, relaytest.OpenSubscriber(b, tg.subURL(group, "inflight", fmt.Sprint(benchWindow))), topic, n)
 }
 
 func rpcConsumeRate(b *testing.B, tg target, raw *pubsub.Client, n int) float64 {

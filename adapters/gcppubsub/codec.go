@@ -126,8 +126,8 @@ func wireSize(pm *pb.PubsubMessage) int {
 }
 
 // validate checks m against the limits of Pub/Sub, after the generic
-// size check of the shared layer.
-func validate(m *relay.Message) error {
+// size check of the shared layer; caps names the size limit.
+func validate(m *relay.Message, caps relay.Capabilities) error {
 	if len(m.Key) > MaxOrderingKey {
 		return &relay.LimitError{MessageID: m.ID, What: "key", Limit: MaxOrderingKey, Actual: len(m.Key)}
 	}
@@ -144,7 +144,7 @@ func validate(m *relay.Message) error {
 	if !simple {
 		size = wireSize(encode(m))
 	}
-	return driver.SizeError(m, size, MaxMessageBytes)
+	return driver.SizeError(m, size, caps)
 }
 
 // decode returns the relay message of a delivery. It never fails: a

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // Limits of the Pub/Sub service and defaults of the configuration fields.
@@ -119,7 +120,7 @@ func (c Config) problems(subscriber bool) []problem {
 		problem
 	}{
 		{c.Project == "", problem{"Project", "", "required: gcppubsub://PROJECT"}},
-		{subscriber && c.Group == "", problem{"Group", "group", "required: the name of this subscriber's group of competing consumers"}},
+		{subscriber && c.Group == "", problem{"Group", "group", driver.GroupRequired}},
 		{c.Group != "" && !validChars(c.Group), problem{"Group", "group", "only letters, digits and - _ . ~ + % may appear in a subscription name"}},
 		{c.Emulator != "" && (c.Endpoint != "" || c.CredentialsFile != ""), problem{"Emulator", "emulator", "an emulator takes neither an endpoint nor credentials"}},
 		{c.AckDeadline != 0 && (c.AckDeadline < time.Second || c.AckDeadline > MaxNackDelay), problem{"AckDeadline", "ack_deadline", "must be within 1s..600s (the service takes 10s..600s)"}},
@@ -176,12 +177,14 @@ func capabilities(c Config) relay.Capabilities {
 		MaxDelay:     MaxNackDelay,
 		// Held by the subscriptions with the native NackAfter until due:
 		// see driver.DueHolder.
-		DelayedDelivery:     relay.DelayEmulated,
-		NativeDeadLetter:    true,
-		AttemptFromBroker:   c.MaxDeliveryAttempts > 0,
-		MaxMessageBytes:     MaxMessageBytes,
-		MaxBatch:            MaxBatch,
-		RetainedBeforeGroup: "dropped unless the group's subscription exists (Provision or an earlier Subscribe): Pub/Sub keeps messages for existing subscriptions only",
+		DelayedDelivery:   relay.DelayEmulated,
+		NativeDeadLetter:  true,
+		AttemptFromBroker: c.MaxDeliveryAttempts > 0,
+		MaxMessageBytes:   MaxMessageBytes,
+		// Data, attributes and ordering key, packed metadata included.
+		MaxMessageBytesSetBy: "the Pub/Sub service (10 MB per message)",
+		MaxBatch:             MaxBatch,
+		RetainedBeforeGroup:  "dropped unless the group's subscription exists (Provision or an earlier Subscribe): Pub/Sub keeps messages for existing subscriptions only",
 	}
 	if c.Ordered {
 		caps.Ordering = relay.OrderPerKey

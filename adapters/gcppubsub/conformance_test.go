@@ -8,8 +8,8 @@ import (
 
 	_ "github.com/go-relay/relay/adapters/gcppubsub"
 	"github.com/go-relay/relay/driver/drivertest"
-	"github.com/go-relay/relay/internal/pubsubfake"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/pubsubfake"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakOptions()...) }
@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 	base, srv := pubsubfake.Base(t)
 	h := drivertest.Harness{
 		PublisherURL:   base,
-		SubscriberURL:  func(group string) string { return testenv.WithParams(base, "group", group) },
+		SubscriberURL:  testenv.GroupURL(base),
 		ReceiveTimeout: 20 * time.Second,
 		HungBrokerSkip: "a real project (RELAY_TEST_GCP_PROJECT) cannot be put behind a local proxy",
 		// The fake runs in this process: its goroutines are not relay's.

@@ -4,16 +4,15 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/pubsub/v2"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/go-relay/relay"
-	"github.com/go-relay/relay/internal/pubsubfake"
-	"github.com/go-relay/relay/internal/testenv"
+	"github.com/go-relay/relay/internal/testkit/pubsubfake"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // target is where a test runs: the base URL (no group) and the fake, nil
@@ -56,78 +55,4 @@ func (tg target) raw(t testing.TB) *pubsub.Client {
 	return c
 }
 
-func newName(prefix string) string { return prefix + relay.NewID()[24:] }
-
-func openPub(t testing.TB, raw string) relay.Publisher {
-	t.Helper()
-	p, err := relay.OpenPublisher(context.Background(), raw)
-	if err != nil {
-		t.Fatalf("OpenPublisher(%s): %v", raw, err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p
-}
-
-func openSub(t testing.TB, raw string) relay.Subscriber {
-	t.Helper()
-	s, err := relay.OpenSubscriber(context.Background(), raw)
-	if err != nil {
-		t.Fatalf("OpenSubscriber(%s): %v", raw, err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
-
-func provision(t testing.TB, s relay.Subscriber, topic string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := s.(relay.Provisioner).Provision(ctx, topic); err != nil {
-		t.Fatalf("Provision(%s): %v", topic, err)
-	}
-}
-
-func subscribe(t testing.TB, s relay.Subscriber, topic string) <-chan *relay.Message {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ch, err := s.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatalf("Subscribe(%s): %v", topic, err)
-	}
-	return ch
-}
-
-func publish(t testing.TB, p relay.Publisher, topic string, msgs ...*relay.Message) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := p.Publish(ctx, topic, msgs...); err != nil {
-		t.Fatalf("Publish: %v", err)
-	}
-}
-
-// next returns the next message of ch, failing t after 20s.
-func next(t testing.TB, ch <-chan *relay.Message, what string) *relay.Message {
-	t.Helper()
-	select {
-	case m, ok := <-ch:
-		if !ok {
-			t.Fatalf("%s: channel closed", what)
-		}
-		return m
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s: nothing within 20s", what)
-	}
-	return nil
-}
-
-// none returns a message that arrives on ch within d, or nil.
-func none(ch <-chan *relay.Message, d time.Duration) *relay.Message {
-	select {
-	case m := <-ch:
-		return m
-	case <-time.After(d):
-		return nil
-	}
-}
+func newName(prefix string) string { return relaytest.Unique(prefix) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/gcppubsub"
+	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
 // TestInteropForeignPublisher publishes with the Pub/Sub client library
@@ -24,9 +25,9 @@ import (
 func TestInteropForeignPublisher(t *testing.T) {
 	tg := newTarget(t)
 	topic, group := newName("interop-in-"), newName("g")
-	sub := openSub(t, tg.subURL(group, "ordered", "true"))
-	provision(t, sub, topic)
-	ch := subscribe(t, sub, topic)
+	sub := relaytest.OpenSubscriber(t, tg.subURL(group, "ordered", "true"))
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	ch, _ := relaytest.Subscribe(t, sub, topic)
 
 	raw := tg.raw(t)
 	p := raw.Publisher(topic)
@@ -58,7 +59,7 @@ func TestInteropForeignPublisher(t *testing.T) {
 	}
 	lastSeq := map[string]string{}
 	for range all {
-		got := next(t, ch, "foreign message")
+		got := relaytest.Next(t, ch, "foreign message")
 		want, ok := byID[got.ID]
 		if !ok {
 			t.Fatalf("unexpected ID %q (want the server's message IDs)", got.ID)
@@ -88,15 +89,15 @@ func TestInteropForeignPublisher(t *testing.T) {
 func TestInteropForeignSubscriber(t *testing.T) {
 	tg := newTarget(t)
 	topic, group := newName("interop-out-"), newName("g")
-	sub := openSub(t, tg.subURL(group))
-	provision(t, sub, topic) // the group's subscription, which the raw client reads
-	pub := openPub(t, tg.base)
+	sub := relaytest.OpenSubscriber(t, tg.subURL(group))
+	relaytest.Provision(t, sub.(relay.Provisioner), topic) // the group's subscription, which the raw client reads
+	pub := relaytest.OpenPublisher(t, tg.base)
 	msgs := []*relay.Message{
 		{ID: relay.NewID(), Key: "k1", Payload: []byte("one"), Metadata: relay.Metadata{"trace": "abc", "empty": ""}},
 		{ID: relay.NewID(), Key: "k1", Payload: []byte{0, 1, 2, 255}},
 		{ID: relay.NewID(), Payload: []byte("long"), Metadata: relay.Metadata{"short": "s", "long": strings.Repeat("x", 2000)}},
 	}
-	publish(t, pub, topic, msgs...)
+	relaytest.Publish(t, pub, topic, msgs...)
 
 	raw := tg.raw(t).Subscriber(gcppubsub.SubscriptionID(topic, group))
 	var mu sync.Mutex

@@ -2,9 +2,11 @@ package gcppubsub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	pb "cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 
 	"github.com/go-relay/relay"
@@ -37,7 +39,7 @@ func (d *pubDriver) Health() error { return d.conn.health() }
 func (d *pubDriver) ValidateTopic(topic string) error { return validateTopic(topic) }
 
 // ValidateMessage implements driver.MessageValidator.
-func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return validate(m) }
+func (d *pubDriver) ValidateMessage(_ string, m *relay.Message) error { return validate(m, d.caps) }
 
 // SendBatch publishes msgs in Publish requests of at most
 // maxRequestBytes, one after the other, so that messages of one ordering
@@ -84,6 +86,24 @@ func (d *pubDriver) publish(ctx context.Context, path, topic string, pms []*pb.P
 		return classify(fmt.Errorf("relay/gcppubsub: publishing %d messages to %q: %w", len(pms), topic, err))
 	}
 	return nil
+}
+
+// CheckGroups implements driver.GroupCheckDriver: Pub/Sub keeps a message
+// only for the subscriptions its topic has when it is published, so a
+// topic without one, or missing, is a *relay.NoGroupError. It lists one
+// subscription of the topic and creates nothing.
+func (d *pubDriver) CheckGroups(ctx context.Context, topic string) error {
+	path := topicPath(d.conn.cfg.Project, topic)
+	_, err := d.conn.topics.ListTopicSubscriptions(ctx, &pb.ListTopicSubscriptionsRequest{Topic: path, PageSize: 1}).Next()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, iterator.Done):
+		return &relay.NoGroupError{Backend: Scheme, Topic: topic, Detail: fmt.Sprintf("topic %q has no subscription", path)}
+	case code(err) == codes.NotFound:
+		return &relay.NoGroupError{Backend: Scheme, Topic: topic, Detail: fmt.Sprintf("topic %q does not exist", path)}
+	}
+	return fmt.Errorf("relay/gcppubsub: listing the subscriptions of topic %q: %w", path, err)
 }
 
 // Close closes the connection.

@@ -12,10 +12,16 @@ import (
 // Scheme of this backend.
 const Scheme = "gcppubsub"
 
-func init() { relay.Register(Scheme, opener{}) }
+func init() { opener.Register(Scheme) }
 
 // opener opens gcppubsub://PROJECT?... (see docs/gcppubsub.md).
-type opener struct{}
+var opener = driver.Opener[Config]{
+	Backend:       "gcppubsub",
+	Parse:         parseURL,
+	NewPublisher:  NewPublisher,
+	NewSubscriber: NewSubscriber,
+	Defaults:      relay.URLDefaults{SourceWindow: driver.DefaultSourceWindow, EitherSide: true},
+}
 
 // parseURL reads the project and the parameters of both sides, so that
 // one URL serves a publisher and a subscriber; each side ignores the
@@ -50,36 +56,6 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 		p.Fail(pr.param, "%s", pr.why)
 	}
 	return c, p.Err()
-}
-
-// CheckURL implements relay.URLChecker.
-func (opener) CheckURL(u *url.URL) error {
-	_, err := parseURL(u, false)
-	return err
-}
-
-// CheckSubscriberURL implements relay.URLChecker.
-func (opener) CheckSubscriberURL(u *url.URL) error {
-	_, err := parseURL(u, true)
-	return err
-}
-
-// OpenPublisher opens gcppubsub://PROJECT?... (see docs/gcppubsub.md).
-func (opener) OpenPublisher(ctx context.Context, u *url.URL) (relay.Publisher, error) {
-	c, err := parseURL(u, false)
-	if err != nil {
-		return nil, err
-	}
-	return NewPublisher(ctx, c)
-}
-
-// OpenSubscriber opens gcppubsub://PROJECT?group=G&... (see docs/gcppubsub.md).
-func (opener) OpenSubscriber(ctx context.Context, u *url.URL) (relay.Subscriber, error) {
-	c, err := parseURL(u, true)
-	if err != nil {
-		return nil, err
-	}
-	return NewSubscriber(ctx, c)
 }
 
 // NewPublisher returns a publisher to the topics of cfg.Project. ctx

@@ -10,6 +10,9 @@
 //     clients;
 //   - kfakeopts: the settings of kfake clusters (tests, and the
 //     standalone internal/cmd/kfakeserver);
+//   - pubsubfake: pstest, the Pub/Sub client library's fake server,
+//     served restartably (tests, and the standalone
+//     internal/cmd/pstestserver);
 //   - faultrows: the rows the fault scenarios write and faults/report
 //     reads.
 //

@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/go-relay/relay/internal/pubsubfake"
+	"github.com/go-relay/relay/internal/testkit/pubsubfake"
 )
 
 func main() {

@@ -148,7 +148,7 @@ func (f subscriber) Pull(ctx context.Context, req *pb.PullRequest) (*pb.PullResp
 func Goroutines() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreAnyFunction("cloud.google.com/go/pubsub/v2/pstest.(*subscription).start.func1"),
-		goleak.IgnoreAnyFunction("github.com/go-relay/relay/internal/pubsubfake.(*Server).serve.func1"),
+		goleak.IgnoreAnyFunction("github.com/go-relay/relay/internal/testkit/pubsubfake.(*Server).serve.func1"),
 	}
 }
 
