@@ -6,10 +6,8 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,34 +25,12 @@ import (
 // keeps messages through an outage. Subscriptions use an ack deadline of
 // 2 s, which pstest allows (the service takes 10 s or more).
 
-// pstestBin is the pstestserver command built once per test binary by
-// startPstestServer; TestMain removes its directory.
-var pstestBin struct {
-	once      sync.Once
-	dir, path string
-	err       error
-}
-
-// startPstestServer starts pstestserver on a free port, stopped (SIGKILL,
-// by pid) when t ends, and returns the base URL of a project on it.
+// startPstestServer starts pstestserver (built once per test binary) on a
+// free port, stopped (SIGKILL, by pid) when t ends, and returns the base
+// URL of a project on it.
 func startPstestServer(t *testing.T) string {
 	t.Helper()
-	pstestBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "relay-faults-pstest-")
-		if err != nil {
-			pstestBin.err = err
-			return
-		}
-		pstestBin.dir, pstestBin.path = dir, filepath.Join(dir, "pstestserver")
-		if out, err := exec.Command("go", "build", "-o", pstestBin.path, "../internal/cmd/pstestserver").CombinedOutput(); err != nil {
-			pstestBin.err = err
-			t.Logf("%s", out)
-		}
-	})
-	if pstestBin.err != nil {
-		t.Fatalf("building pstestserver: %v", pstestBin.err)
-	}
-	cmd := exec.Command(pstestBin.path, "-port", "0")
+	cmd := exec.Command(pstestBin.get(t), "-port", "0")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

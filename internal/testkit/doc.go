@@ -10,6 +10,8 @@
 //     clients;
 //   - kfakeopts: the settings of kfake clusters (tests, and the
 //     standalone internal/cmd/kfakeserver);
+//   - servercmd: the main and the test start-up of those standalone
+//     commands;
 //   - pubsubfake: pstest, the Pub/Sub client library's fake server,
 //     served restartably (tests, and the standalone
 //     internal/cmd/pstestserver);

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,31 +13,15 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/go-relay/relay/internal/testkit/servercmd"
 )
 
 // TestServesPubSub starts the server on a free port, publishes a message
 // to it and pulls it back with the raw API clients, then stops it.
 func TestServesPubSub(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // registered first: runs last
-	var out bytes.Buffer
-	listening := make(chan struct{})
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	w := &signalWriter{buf: &out, first: listening}
-	go func() { done <- run([]string{"-port", "0"}, w, io.Discard, func() { <-release }) }()
-	stop := sync.OnceValue(func() error { close(release); return <-done })
-	t.Cleanup(func() { _ = stop() })
-	select {
-	case <-listening:
-	case err := <-done:
-		t.Fatalf("run ended before listening: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening within 10s")
-	}
-	addr, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "pstestserver: listening on ")
-	if !ok || addr == "" {
-		t.Fatalf("first line %q does not name the address", out.String())
-	}
+	addr, stop := servercmd.Start(t, "pstestserver", run, "-port", "0")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -82,24 +63,9 @@ func TestServesPubSub(t *testing.T) {
 func TestRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-port", "70000"}, {"extra"}, {"-nope"}} {
 		err := run(args, io.Discard, io.Discard, func() { t.Fatalf("%q: started the server", args) })
-		var usage usageError
+		var usage servercmd.UsageError
 		if !errors.As(err, &usage) {
 			t.Errorf("%q: got %v, want a usage error", args, err)
 		}
 	}
-}
-
-// signalWriter closes first after the first write.
-type signalWriter struct {
-	buf   *bytes.Buffer
-	first chan struct{}
-}
-
-func (w *signalWriter) Write(p []byte) (int, error) {
-	n, err := w.buf.Write(p)
-	if w.first != nil {
-		close(w.first)
-		w.first = nil
-	}
-	return n, err
 }
