@@ -23,7 +23,7 @@ import (
 // before the key's later ones).
 func TestOrdered(t *testing.T) {
 	tg := newTarget(t)
-	topic, group := newName("ordered-"), newName("g")
+	topic, group := tg.topic(t, "ordered-"), newName("g")
 	sub := relaytest.OpenSubscriber(t, tg.subURL(group, "ordered", "true"))
 	if got := sub.(relay.CapabilityReporter).Capabilities().Ordering; got != relay.OrderPerKey {
 		t.Fatalf("Ordering = %q, want %q", got, relay.OrderPerKey)
@@ -75,7 +75,7 @@ func TestOrdered(t *testing.T) {
 // and payload.
 func TestDeadLetter(t *testing.T) {
 	tg := newTarget(t)
-	topic, group := newName("dlq-"), newName("g")
+	topic, group := tg.topic(t, "dlq-"), newName("g")
 	sub := relaytest.OpenSubscriber(t, tg.subURL(group, "max_delivery_attempts", "5"))
 	if !sub.(relay.CapabilityReporter).Capabilities().AttemptFromBroker {
 		t.Errorf("AttemptFromBroker false with a dead-letter policy")
@@ -96,6 +96,7 @@ func TestDeadLetter(t *testing.T) {
 		t.Fatalf("delivered a sixth time (attempt %d) instead of dead-lettered", extra.Attempt())
 	}
 	dlq := gcppubsub.SubscriptionID(topic, group) + "-dlq"
+	tg.dropAtEnd(t, dlq)
 	dlqCh, _ := relaytest.Subscribe(t, sub, dlq)
 	dead := relaytest.Next(t, dlqCh, "dead letter")
 	if dead.ID != m.ID || dead.Key != m.Key || !bytes.Equal(dead.Payload, m.Payload) || dead.Metadata["why"] != "test" {
@@ -111,7 +112,7 @@ func TestDeadLetter(t *testing.T) {
 // invalid UTF-8 in names, values and the ID, an empty name.
 func TestPacking(t *testing.T) {
 	tg := newTarget(t)
-	topic, group := newName("packing-"), newName("g")
+	topic, group := tg.topic(t, "packing-"), newName("g")
 	sub := relaytest.OpenSubscriber(t, tg.subURL(group))
 	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	ch, _ := relaytest.Subscribe(t, sub, topic)
@@ -166,7 +167,7 @@ func TestLeaseExtended(t *testing.T) {
 	if tg.srv == nil {
 		t.Skip("SKIP: Pub/Sub takes ack deadlines of 10 s or more; this check uses 2 s on the fake")
 	}
-	topic, group := newName("lease-"), newName("g")
+	topic, group := tg.topic(t, "lease-"), newName("g")
 	s1 := relaytest.OpenSubscriber(t, tg.subURL(group, "ack_deadline", "2s"))
 	relaytest.Provision(t, s1.(relay.Provisioner), topic)
 	ctx1, cancel1 := context.WithCancel(context.Background())
@@ -197,7 +198,7 @@ func TestLeaseExtended(t *testing.T) {
 // another topic is refused, each with an error naming the subscription.
 func TestExistingSubscription(t *testing.T) {
 	tg := newTarget(t)
-	topic, other, group := newName("exists-"), newName("other-"), newName("g")
+	topic, other, group := tg.topic(t, "exists-"), tg.topic(t, "other-"), newName("g")
 	plain := relaytest.OpenSubscriber(t, tg.subURL(group))
 	relaytest.Provision(t, plain.(relay.Provisioner), topic)
 	ctx := context.Background()
@@ -222,7 +223,7 @@ func TestExistingSubscription(t *testing.T) {
 // reported.
 func TestCheckGroups(t *testing.T) {
 	tg := newTarget(t)
-	topic, group := newName("groups-"), newName("g")
+	topic, group := tg.topic(t, "groups-"), newName("g")
 	gc := relaytest.OpenPublisher(t, tg.base).(relay.GroupChecker)
 	ctx := context.Background()
 	// The service says the topic does not exist; pstest lists no

@@ -34,7 +34,9 @@ func leakOptions() []goleak.Option {
 // and to put behind a proxy).
 func TestConformance(t *testing.T) {
 	base, srv := pubsubfake.Base(t)
+	tg := target{base, srv}
 	h := drivertest.Harness{
+		NewTopic:       func(t testing.TB) string { return tg.topic(t, "relay-test-") },
 		PublisherURL:   base,
 		SubscriberURL:  testenv.GroupURL(base),
 		ReceiveTimeout: 20 * time.Second,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"cloud.google.com/go/pubsub/v2"
+	pb "cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -56,3 +57,29 @@ func (tg target) raw(t testing.TB) *pubsub.Client {
 }
 
 func newName(prefix string) string { return relaytest.Unique(prefix) }
+
+// topic returns a new topic name whose topic and subscriptions are
+// deleted when t ends (a real project keeps them otherwise).
+func (tg target) topic(t testing.TB, prefix string) string {
+	topic := newName(prefix)
+	tg.dropAtEnd(t, topic)
+	return topic
+}
+
+// dropAtEnd deletes topic and its subscriptions when t ends.
+func (tg target) dropAtEnd(t testing.TB, topic string) {
+	raw := tg.raw(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		path := "projects/" + tg.project() + "/topics/" + topic
+		it := raw.TopicAdminClient.ListTopicSubscriptions(ctx, &pb.ListTopicSubscriptionsRequest{Topic: path})
+		for {
+			sub, err := it.Next()
+			if err != nil {
+				break
+			}
+			_ = raw.SubscriptionAdminClient.DeleteSubscription(ctx, &pb.DeleteSubscriptionRequest{Subscription: sub})
+		}
+		_ = raw.TopicAdminClient.DeleteTopic(ctx, &pb.DeleteTopicRequest{Topic: path})
+	})
+}

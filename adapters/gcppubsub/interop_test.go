@@ -24,7 +24,7 @@ import (
 // subscription.
 func TestInteropForeignPublisher(t *testing.T) {
 	tg := newTarget(t)
-	topic, group := newName("interop-in-"), newName("g")
+	topic, group := tg.topic(t, "interop-in-"), newName("g")
 	sub := relaytest.OpenSubscriber(t, tg.subURL(group, "ordered", "true"))
 	relaytest.Provision(t, sub.(relay.Provisioner), topic)
 	ch, _ := relaytest.Subscribe(t, sub, topic)
@@ -88,7 +88,7 @@ func TestInteropForeignPublisher(t *testing.T) {
 // 1024 bytes) is packed before the payload, as documented.
 func TestInteropForeignSubscriber(t *testing.T) {
 	tg := newTarget(t)
-	topic, group := newName("interop-out-"), newName("g")
+	topic, group := tg.topic(t, "interop-out-"), newName("g")
 	sub := relaytest.OpenSubscriber(t, tg.subURL(group))
 	relaytest.Provision(t, sub.(relay.Provisioner), topic) // the group's subscription, which the raw client reads
 	pub := relaytest.OpenPublisher(t, tg.base)
