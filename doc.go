@@ -24,6 +24,7 @@
 //	adapters/postgres     postgres://, postgresql://
 //	adapters/nats         nats://
 //	adapters/sqlite       sqlite://
+//	adapters/gcppubsub    gcppubsub://
 //
 // [Schemes] lists those a program registered.
 //

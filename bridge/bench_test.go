@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-relay/relay"
 	_ "github.com/go-relay/relay/adapters/amqp"
+	_ "github.com/go-relay/relay/adapters/gcppubsub"
 	_ "github.com/go-relay/relay/adapters/kafka"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	_ "github.com/go-relay/relay/adapters/sqs"
@@ -31,7 +32,8 @@ var benchMessages = 20000
 // of a pair: 200,000, so that a measurement lasts long enough at these
 // brokers' rates for start-up (group joins, the first fetches, the
 // pipeline filling) not to weigh on it; 20,000 where an end is SQS on an
-// HTTP emulator, which moves a few thousand a second.
+// HTTP emulator, which moves a few thousand a second, or Pub/Sub on
+// pstest, whose every Pull scans the subscription's whole backlog.
 // RELAY_BENCH_ROUTE_MESSAGES overrides both.
 func routeMessages(b *testing.B, from, to benchBackend) int {
 	if s := os.Getenv("RELAY_BENCH_ROUTE_MESSAGES"); s != "" {
@@ -41,7 +43,7 @@ func routeMessages(b *testing.B, from, to benchBackend) int {
 		}
 		return n
 	}
-	if from.name == "sqs" || to.name == "sqs" {
+	if from.name == "sqs" || to.name == "sqs" || from.name == "gcppubsub" || to.name == "gcppubsub" {
 		return 20000
 	}
 	return 200000
@@ -79,6 +81,7 @@ func benchBackends(b *testing.B) []benchBackend {
 		kafkaBackend(b),
 		{"sqs", sqsu, func(string) string { return testenv.WithParams(sqsu, "wait", "1") }, &rawSQS{sqsSvc}},
 		sqliteBackend(b),
+		gcpBackend(b),
 	}
 }
 

@@ -33,41 +33,57 @@ func TestMain(m *testing.M) {
 	if netSQS != nil {
 		netSQS.Stop()
 	}
-	if relayBin.dir != "" {
-		_ = os.RemoveAll(relayBin.dir)
-	}
+	relayBin.remove()
+	pstestBin.remove()
 	os.Exit(code)
 }
 
-// relayBin is the relay command built once per test binary by
-// relayBinary; TestMain removes its directory.
-var relayBin struct {
+// builtCommand is a command of this module built once per test binary
+// (go build of pkg, named name), so that scenarios run it as a process of
+// its own; TestMain removes it.
+type builtCommand struct {
+	pkg, name string
 	once      sync.Once
 	dir, path string
 	err       error
 }
 
-// relayBinary builds ./cmd/relay on first use and returns its path, so
-// that tests run "relay bridge", "relay validate" and the like as their
-// own processes.
-func relayBinary(t testing.TB) string {
+// Commands the scenarios run.
+var (
+	relayBin  = &builtCommand{pkg: "../cmd/relay", name: "relay"}
+	pstestBin = &builtCommand{pkg: "../internal/cmd/pstestserver", name: "pstestserver"}
+)
+
+// get builds the command on first use and returns its path.
+func (c *builtCommand) get(t testing.TB) string {
 	t.Helper()
-	relayBin.once.Do(func() {
+	c.once.Do(func() {
 		dir, err := os.MkdirTemp("", "relay-faults-bin-")
 		if err != nil {
-			relayBin.err = err
+			c.err = err
 			return
 		}
-		relayBin.dir, relayBin.path = dir, filepath.Join(dir, "relay")
-		if out, err := exec.Command("go", "build", "-o", relayBin.path, "../cmd/relay").CombinedOutput(); err != nil {
-			relayBin.err = fmt.Errorf("%w\n%s", err, out)
+		c.dir, c.path = dir, filepath.Join(dir, c.name)
+		if out, err := exec.Command("go", "build", "-o", c.path, c.pkg).CombinedOutput(); err != nil {
+			c.err = fmt.Errorf("%w\n%s", err, out)
 		}
 	})
-	if relayBin.err != nil {
-		t.Fatalf("building relay: %v", relayBin.err)
+	if c.err != nil {
+		t.Fatalf("building %s: %v", c.name, c.err)
 	}
-	return relayBin.path
+	return c.path
 }
+
+func (c *builtCommand) remove() {
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// relayBinary returns the path of ./cmd/relay built for this test binary,
+// so that tests run "relay bridge", "relay validate" and the like as their
+// own processes.
+func relayBinary(t testing.TB) string { return relayBin.get(t) }
 
 // Result is one row of the reliability table (shared with the fault
 // tests of other packages and with ./report).

@@ -52,6 +52,7 @@ targets=(
 	"./adapters/kafka       FuzzDecodeRecord 150000x"
 	"./adapters/sqs         FuzzDecode       200000x"
 	"./adapters/nats        FuzzDecode       200000x"
+	"./adapters/gcppubsub   FuzzDecode       100000x"
 )
 fuzz_ok=true
 if [[ $fuzztime != 0 ]]; then

@@ -6,7 +6,7 @@
 //
 // NewPublisher and NewSubscriber turn any relay.Publisher and
 // relay.Subscriber (mem://, amqp://, kafka://, redis://, sqs://, nats://,
-// postgres://, or a third-party adapter) into a Watermill
+// postgres://, gcppubsub://, or a third-party adapter) into a Watermill
 // message.Publisher and message.Subscriber, so Watermill's router, CQRS
 // and middleware run on relay's adapters unchanged:
 //

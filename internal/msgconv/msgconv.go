@@ -96,8 +96,8 @@ func Resolve(s Stability) Stability {
 }
 
 // SystemForURL returns the messaging.system value for a relay URL (by its
-// scheme): the well-known values kafka, rabbitmq, aws_sqs, aws.sns and nats
-// (the NATS convention's value), and for the backends the convention does
+// scheme): the well-known values kafka, rabbitmq, aws_sqs, aws.sns,
+// gcp_pubsub and nats (the NATS convention's value), and for the backends the convention does
 // not name, redis, postgresql, sqlite (the spellings of the database
 // conventions' db.system.name) and relay.memory. An unknown scheme is returned as it
 // is; an unparsable URL gives "".
@@ -117,6 +117,8 @@ func SystemForURL(raw string) string {
 		return "aws.sns"
 	case "nats":
 		return "nats"
+	case "gcppubsub":
+		return "gcp_pubsub"
 	case "redis", "rediss":
 		return "redis"
 	case "postgres", "postgresql":
@@ -133,10 +135,11 @@ func SystemForURL(raw string) string {
 // ServerForURL returns the broker host and port of a relay URL: the first
 // host of kafka://, amqp://, nats://, redis://, postgres:// URLs, port 0
 // when the URL has none; "" for URLs without a host (sqs://, sns://,
-// mem://, sqlite://, whose "host" is a file name) and unparsable ones.
+// mem://, sqlite://, whose "host" is a file name, gcppubsub://, whose host
+// is a project) and unparsable ones.
 func ServerForURL(raw string) (address string, port int) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || strings.EqualFold(u.Scheme, "mem") || strings.EqualFold(u.Scheme, "sqlite") {
+	if err != nil || u.Host == "" || strings.EqualFold(u.Scheme, "mem") || strings.EqualFold(u.Scheme, "sqlite") || strings.EqualFold(u.Scheme, "gcppubsub") {
 		return "", 0
 	}
 	p, _ := strconv.Atoi(u.Port())

@@ -10,6 +10,11 @@
 //     clients;
 //   - kfakeopts: the settings of kfake clusters (tests, and the
 //     standalone internal/cmd/kfakeserver);
+//   - servercmd: the main and the test start-up of those standalone
+//     commands;
+//   - pubsubfake: pstest, the Pub/Sub client library's fake server,
+//     served restartably (tests, and the standalone
+//     internal/cmd/pstestserver);
 //   - faultrows: the rows the fault scenarios write and faults/report
 //     reads.
 //

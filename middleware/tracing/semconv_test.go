@@ -296,7 +296,7 @@ func TestErrorTypeAndSystemForURL(t *testing.T) {
 	for url, want := range map[string]string{
 		"kafka://h:9092": "kafka", "amqp://u:p@h/": "rabbitmq", "amqps://h": "rabbitmq", "sqs://?region=x": "aws_sqs",
 		"sns://?region=x": "aws.sns", "nats://h:4222": "nats", "redis://h:6379/0": "redis", "rediss://h": "redis",
-		"postgres://h/db": "postgresql", "sqlite://./relay.db": "sqlite", "mem://x": "relay.memory", "custom://h": "custom",
+		"postgres://h/db": "postgresql", "sqlite://./relay.db": "sqlite", "mem://x": "relay.memory", "gcppubsub://p": "gcp_pubsub", "custom://h": "custom",
 	} {
 		if got := tracing.SystemForURL(url); got != want {
 			t.Errorf("SystemForURL(%s) = %q, want %q", url, got, want)
@@ -304,7 +304,7 @@ func TestErrorTypeAndSystemForURL(t *testing.T) {
 	}
 	for url, want := range map[string]string{
 		"kafka://k1:9092?seed=k2:9092": "k1:9092", "amqp://u:p@rabbit:5672/": "rabbit:5672", "redis://r/0": "r:0",
-		"sqs://?region=x": ":0", "mem://name": ":0", "sqlite://data/relay.db": ":0", "::bad": ":0",
+		"sqs://?region=x": ":0", "mem://name": ":0", "sqlite://data/relay.db": ":0", "gcppubsub://project?emulator=h:1": ":0", "::bad": ":0",
 	} {
 		if h, p := tracing.ServerForURL(url); fmt.Sprintf("%s:%d", h, p) != want {
 			t.Errorf("ServerForURL(%s) = %s:%d, want %s", url, h, p, want)

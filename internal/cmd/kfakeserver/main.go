@@ -17,55 +17,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/go-relay/relay/internal/testkit/kfakeopts"
+	"github.com/go-relay/relay/internal/testkit/servercmd"
 )
 
-func main() {
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	err := run(os.Args[1:], os.Stdout, os.Stderr, func() { <-stop })
-	var usage usageError
-	switch {
-	case errors.As(err, &usage):
-		fmt.Fprintln(os.Stderr, "kfakeserver:", err)
-		os.Exit(2)
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "kfakeserver:", err)
-		os.Exit(1)
-	}
-}
-
-// usageError is a bad command line.
-type usageError struct{ error }
+func main() { servercmd.Main("kfakeserver", run) }
 
 // run parses args (usage text goes to errOut), starts the cluster, prints
 // its addresses to out, and closes the cluster once wait returns.
 func run(args []string, out, errOut io.Writer, wait func()) error {
 	fs := flag.NewFlagSet("kfakeserver", flag.ContinueOnError)
-	fs.SetOutput(errOut)
 	port := fs.Int("port", 9092, "port of the first broker; the others take the ones after it (0: any free ports)")
 	brokers := fs.Int("brokers", 1, "number of brokers")
 	partitions := fs.Int("partitions", kfakeopts.Partitions, "partitions of a topic created without a count")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	if err := servercmd.Parse(fs, args, errOut); err != nil {
+		return err
 	}
 	if *brokers < 1 || *partitions < 1 || *port < 0 || *port+*brokers-1 > 65535 {
-		return usageError{errors.New("-brokers and -partitions must be at least 1, and the ports within 0-65535")}
+		return servercmd.UsageError{Err: errors.New("-brokers and -partitions must be at least 1, and the ports within 0-65535")}
 	}
 	ports := make([]int, *brokers)
 	if *port > 0 {

@@ -1,46 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+
+	"github.com/go-relay/relay/internal/testkit/servercmd"
 )
 
 // TestServesKafka starts the server on free ports, produces a record to
 // it and consumes it back with a plain franz-go client, then stops it.
 func TestServesKafka(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // registered first: runs last
-	var out bytes.Buffer
-	listening := make(chan struct{})
-	release := make(chan struct{})
-	done := make(chan error, 1)
-	w := &signalWriter{buf: &out, first: listening}
-	go func() { done <- run([]string{"-port", "0", "-partitions", "3"}, w, io.Discard, func() { <-release }) }()
-	// stop ends run and returns its error; the cleanup stops it too when
-	// the test fails before its end.
-	stop := sync.OnceValue(func() error { close(release); return <-done })
-	t.Cleanup(func() { _ = stop() })
-	select {
-	case <-listening:
-	case err := <-done:
-		t.Fatalf("run ended before listening: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not listening within 10s")
-	}
-	line := strings.TrimSpace(out.String())
-	addr, ok := strings.CutPrefix(line, "kfakeserver: listening on ")
-	if !ok || addr == "" {
-		t.Fatalf("first line %q does not name the address", line)
-	}
+	addr, stop := servercmd.Start(t, "kfakeserver", run, "-port", "0", "-partitions", "3")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -77,24 +55,9 @@ func TestServesKafka(t *testing.T) {
 func TestRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"-brokers", "0"}, {"-partitions", "0"}, {"-port", "70000"}, {"extra"}, {"-nope"}} {
 		err := run(args, io.Discard, io.Discard, func() { t.Fatalf("%q: started the cluster", args) })
-		var usage usageError
+		var usage servercmd.UsageError
 		if !errors.As(err, &usage) {
 			t.Errorf("%q: got %v, want a usage error", args, err)
 		}
 	}
-}
-
-// signalWriter closes first after the first write.
-type signalWriter struct {
-	buf   *bytes.Buffer
-	first chan struct{}
-}
-
-func (w *signalWriter) Write(p []byte) (int, error) {
-	n, err := w.buf.Write(p)
-	if w.first != nil {
-		close(w.first)
-		w.first = nil
-	}
-	return n, err
 }
