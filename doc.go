@@ -1,7 +1,7 @@
 // Package relay is one publish/subscribe interface for Go services over
 // RabbitMQ, Kafka, Amazon SQS/SNS, Redis Streams, PostgreSQL, NATS
-// JetStream, SQLite (a durable queue in a file, no server) and an
-// in-process backend.
+// JetStream, Google Cloud Pub/Sub, MQTT, SQLite (a durable queue in a file,
+// no server) and an in-process backend.
 //
 // A service codes against [Publisher] and [Subscriber] and picks the broker
 // with a URL at start-up:
@@ -25,6 +25,7 @@
 //	adapters/nats         nats://
 //	adapters/sqlite       sqlite://
 //	adapters/gcppubsub    gcppubsub://
+//	adapters/mqtt         mqtt://, mqtts://
 //
 // [Schemes] lists those a program registered.
 //

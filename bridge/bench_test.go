@@ -15,6 +15,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/amqp"
 	_ "github.com/go-relay/relay/adapters/gcppubsub"
 	_ "github.com/go-relay/relay/adapters/kafka"
+	_ "github.com/go-relay/relay/adapters/mqtt"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	_ "github.com/go-relay/relay/adapters/sqs"
 	"github.com/go-relay/relay/bridge"
@@ -82,6 +83,7 @@ func benchBackends(b *testing.B) []benchBackend {
 		{"sqs", sqsu, func(string) string { return testenv.WithParams(sqsu, "wait", "1") }, &rawSQS{sqsSvc}},
 		sqliteBackend(b),
 		gcpBackend(b),
+		mqttBackend(b),
 	}
 }
 

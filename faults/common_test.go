@@ -18,6 +18,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/amqp"
 	_ "github.com/go-relay/relay/adapters/kafka"
 	_ "github.com/go-relay/relay/adapters/memory"
+	_ "github.com/go-relay/relay/adapters/mqtt"
 	_ "github.com/go-relay/relay/adapters/nats"
 	_ "github.com/go-relay/relay/adapters/redisstream"
 	_ "github.com/go-relay/relay/adapters/sqs"

@@ -97,6 +97,33 @@ func killScenario(t *testing.T, adapter, pubURL, childURL, memberURL, how string
 	pub := openPub(t, pubURL)
 	publishAll(t, l, pub, topic, batchOf(killTotal, 64, adapter), 50, nil)
 
+	cmd := startHolder(t, childURL, topic)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := member.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	consume(l, ch, &wg)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	l.waitAll(90 * time.Second)
+	cancel()
+	_ = member.Close()
+	wg.Wait()
+	record(t, l.result(t, "consumer SIGKILL", adapter,
+		fmt.Sprintf("child held %d unacked of %d; %s", killHold, killTotal, how)), start)
+}
+
+// startHolder starts a child process that subscribes to topic with the
+// subscriber URL childURL and holds killHold messages unsettled, and
+// returns once it reports holding them; the child is killed at cleanup
+// if the test has not.
+func startHolder(t *testing.T, childURL, topic string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"=hold", "RELAY_FAULTS_URL="+childURL,
 		"RELAY_FAULTS_TOPIC="+topic, "RELAY_FAULTS_HOLD="+strconv.Itoa(killHold))
@@ -108,13 +135,10 @@ func killScenario(t *testing.T, adapter, pubURL, childURL, memberURL, how string
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 	holding := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -134,26 +158,7 @@ func killScenario(t *testing.T, adapter, pubURL, childURL, memberURL, how string
 	case <-time.After(60 * time.Second):
 		t.Fatal("child did not report holding messages within 60s")
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ch, err := member.Subscribe(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	consume(l, ch, &wg)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	killed = true
-	l.waitAll(90 * time.Second)
-	cancel()
-	_ = member.Close()
-	wg.Wait()
-	record(t, l.result(t, "consumer SIGKILL", adapter,
-		fmt.Sprintf("child held %d unacked of %d; %s", killHold, killTotal, how)), start)
+	return cmd
 }
 
 func TestKillRedis(t *testing.T) {

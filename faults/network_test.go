@@ -100,6 +100,16 @@ func netNATS(t *testing.T) netTarget {
 		keepalive: "ping_interval=2s, ack_wait=5s"}
 }
 
+// netMQTT is the shared mosquitto (its sessions live on after the row,
+// each subscribed to a topic nobody publishes to again).
+func netMQTT(t *testing.T) netTarget {
+	u, p := testenv.ProxyURL(t, testenv.MQTT(t))
+	u = testenv.WithParams(u, "keep_alive", "2s", "connect_timeout", "2s")
+	return netTarget{adapter: "mqtt", pub: u, proxy: p,
+		sub:       testenv.WithParams(u, "group", unique("g"), "inflight", "64"),
+		keepalive: "keep_alive=2s (lost after 3s without an answer), connect_timeout=2s"}
+}
+
 // netKafka starts a kfake cluster of its own that advertises the proxy's
 // address, so that every client connection (not only the bootstrap one)
 // goes through the proxy.
@@ -172,7 +182,7 @@ var netBackends = []struct {
 	open netBackend
 }{
 	{"Redis", netRedis}, {"RabbitMQ", netAMQP}, {"Postgres", netPostgres},
-	{"NATS", netNATS}, {"Kafka", netKafka}, {"SQS", netSQSTarget},
+	{"NATS", netNATS}, {"Kafka", netKafka}, {"SQS", netSQSTarget}, {"MQTT", netMQTT},
 }
 
 // netStream is a subscription consuming into a ledger, with the

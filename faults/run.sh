@@ -3,7 +3,8 @@
 # bounded time, then docs/reliability.md regenerated from the results.
 #
 # Needs Redis, RabbitMQ and PostgreSQL up as for `make test` (scripts/test.sh starts
-# them; CI runs it first). A missing broker fails, it is not skipped.
+# them; CI runs it first), and mosquitto installed (the MQTT rows start
+# brokers of their own). A missing broker fails, it is not skipped.
 # Kafka runs on kfake and SQS on goaws, in process / as a subprocess.
 #
 # Environment: FUZZTIME (per fuzz target: a count such as 50000x or a
@@ -53,6 +54,7 @@ targets=(
 	"./adapters/sqs         FuzzDecode       200000x"
 	"./adapters/nats        FuzzDecode       200000x"
 	"./adapters/gcppubsub   FuzzDecode       100000x"
+	"./adapters/mqtt        FuzzDecode       100000x"
 )
 fuzz_ok=true
 if [[ $fuzztime != 0 ]]; then

@@ -3,13 +3,15 @@
 #
 # 1. Makes sure the brokers the tests need are up: Redis on 127.0.0.1:6379,
 #    RabbitMQ on 127.0.0.1:5672, PostgreSQL on 127.0.0.1:5432 (database
-#    test, user postgres with trust authentication) and NATS (JetStream) on
-#    127.0.0.1:4222. A broker that is down is started; Redis or RabbitMQ not
+#    test, user postgres with trust authentication), NATS (JetStream) on
+#    127.0.0.1:4222 and Mosquitto on 127.0.0.1:1883. A broker that is down
+#    is started; Redis, RabbitMQ or Mosquitto (and mosquitto_pub/_sub) not
 #    installed is installed with apt-get when running as root (PostgreSQL
 #    must be installed with a cluster, nats-server installed).
 #    RELAY_TEST_REDIS_URL / RELAY_TEST_AMQP_URL / RELAY_TEST_POSTGRES_URL /
-#    RELAY_TEST_NATS_URL point the tests at other brokers instead: those are
-#    only checked, never started. The status page's browser test needs
+#    RELAY_TEST_NATS_URL / RELAY_TEST_MQTT_URL point the tests at other
+#    brokers instead: those are only checked, never started (the MQTT tests
+#    start private mosquittos too, so mosquitto is installed either way). The status page's browser test needs
 #    Chromium: installed the same way (Debian's chromium) when missing, or
 #    RELAY_TEST_CHROMIUM names the binary. The sqlite:// interop tests use
 #    the sqlite3 shell: installed the same way (Debian's sqlite3).
@@ -196,6 +198,30 @@ ensure_nats() {
 	say "NATS: started"
 }
 
+# The MQTT tests use the broker on 127.0.0.1:1883 (or RELAY_TEST_MQTT_URL),
+# start private mosquittos of their own (restarts, the conformance suite)
+# and run mosquitto_pub and mosquitto_sub (interop): Debian's mosquitto and
+# mosquitto-clients.
+ensure_mosquitto() {
+	install_if_missing mosquitto "" mosquitto mosquitto-clients
+	install_if_missing mosquitto_sub "" mosquitto-clients
+	if [[ -n ${RELAY_TEST_MQTT_URL:-} ]]; then
+		check_external Mosquitto "$RELAY_TEST_MQTT_URL" 1883
+		return
+	fi
+	if port_open 127.0.0.1 1883; then
+		say "Mosquitto: up on 127.0.0.1:1883"
+		return
+	fi
+	say "Mosquitto: down on 127.0.0.1:1883, starting mosquitto"
+	local conf=${TMPDIR:-/tmp}/relay-mosquitto.conf
+	printf 'listener 1883 127.0.0.1\nallow_anonymous true\n' >"$conf"
+	mosquitto -d -c "$conf" || die "mosquitto did not start (config $conf)"
+	wait_port 127.0.0.1 1883 15 ||
+		die "mosquitto was started but does not listen on 127.0.0.1:1883 after 15s"
+	say "Mosquitto: started"
+}
+
 # The status page's browser test (package bridge) drives a headless
 # Chromium: $RELAY_TEST_CHROMIUM, or chromium / chromium-browser /
 # google-chrome on PATH; Debian's chromium is installed when none is.
@@ -223,6 +249,7 @@ ensure_redis
 ensure_rabbitmq
 ensure_postgres
 ensure_nats
+ensure_mosquitto
 ensure_chromium
 install_if_missing sqlite3 "" sqlite3 # the sqlite:// interop tests run the shell
 for v in RELAY_TEST_KAFKA_BROKERS RELAY_TEST_SQS_ENDPOINT; do

@@ -6,6 +6,7 @@ import (
 	_ "github.com/go-relay/relay/adapters/gcppubsub"   // gcppubsub://
 	_ "github.com/go-relay/relay/adapters/kafka"       // kafka://
 	_ "github.com/go-relay/relay/adapters/memory"      // mem://
+	_ "github.com/go-relay/relay/adapters/mqtt"        // mqtt://, mqtts://
 	_ "github.com/go-relay/relay/adapters/nats"        // nats://
 	_ "github.com/go-relay/relay/adapters/postgres"    // postgres://, postgresql://
 	_ "github.com/go-relay/relay/adapters/redisstream" // redis://, rediss://

@@ -124,7 +124,7 @@ Run "relay COMMAND --help" for a command's flags.
 URLs: %s
   e.g. amqp://user:pass@host:5672/vhost  kafka://host:9092  redis://host:6379/0
        sqs://?region=R  sns://?region=R  postgres://user@host:5432/db
-       nats://host:4222  gcppubsub://PROJECT  mem://name
+       nats://host:4222  mqtt://host:1883  gcppubsub://PROJECT  mem://name
   mem:// is in-process only: relay bench and bridge routes take it;
   publish, consume, replay and provision refuse it.
 `+exitCodesHelp, strings.Join(relay.Schemes(), ", "))

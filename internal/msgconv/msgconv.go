@@ -99,7 +99,7 @@ func Resolve(s Stability) Stability {
 // scheme): the well-known values kafka, rabbitmq, aws_sqs, aws.sns,
 // gcp_pubsub and nats (the NATS convention's value), and for the backends the convention does
 // not name, redis, postgresql, sqlite (the spellings of the database
-// conventions' db.system.name) and relay.memory. An unknown scheme is returned as it
+// conventions' db.system.name), mqtt and relay.memory. An unknown scheme is returned as it
 // is; an unparsable URL gives "".
 func SystemForURL(raw string) string {
 	u, err := url.Parse(raw)
@@ -119,6 +119,8 @@ func SystemForURL(raw string) string {
 		return "nats"
 	case "gcppubsub":
 		return "gcp_pubsub"
+	case "mqtt", "mqtts":
+		return "mqtt"
 	case "redis", "rediss":
 		return "redis"
 	case "postgres", "postgresql":
@@ -133,7 +135,7 @@ func SystemForURL(raw string) string {
 }
 
 // ServerForURL returns the broker host and port of a relay URL: the first
-// host of kafka://, amqp://, nats://, redis://, postgres:// URLs, port 0
+// host of kafka://, amqp://, nats://, mqtt://, redis://, postgres:// URLs, port 0
 // when the URL has none; "" for URLs without a host (sqs://, sns://,
 // mem://, sqlite://, whose "host" is a file name, gcppubsub://, whose host
 // is a project) and unparsable ones.

@@ -296,7 +296,7 @@ func TestErrorTypeAndSystemForURL(t *testing.T) {
 	for url, want := range map[string]string{
 		"kafka://h:9092": "kafka", "amqp://u:p@h/": "rabbitmq", "amqps://h": "rabbitmq", "sqs://?region=x": "aws_sqs",
 		"sns://?region=x": "aws.sns", "nats://h:4222": "nats", "redis://h:6379/0": "redis", "rediss://h": "redis",
-		"postgres://h/db": "postgresql", "sqlite://./relay.db": "sqlite", "mem://x": "relay.memory", "gcppubsub://p": "gcp_pubsub", "custom://h": "custom",
+		"postgres://h/db": "postgresql", "sqlite://./relay.db": "sqlite", "mem://x": "relay.memory", "gcppubsub://p": "gcp_pubsub", "mqtt://h:1883": "mqtt", "mqtts://h": "mqtt", "custom://h": "custom",
 	} {
 		if got := tracing.SystemForURL(url); got != want {
 			t.Errorf("SystemForURL(%s) = %q, want %q", url, got, want)

@@ -26,6 +26,9 @@ const (
 	DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test"
 	// RELAY_TEST_NATS_URL (a nats-server with JetStream enabled, -js)
 	DefaultNATSURL = "nats://127.0.0.1:4222"
+	// RELAY_TEST_MQTT_URL (Mosquitto 2 or another MQTT 3.1.1 broker with
+	// shared subscriptions)
+	DefaultMQTTURL = "mqtt://127.0.0.1:1883"
 )
 
 // Required reports whether a missing broker must fail the test.
@@ -60,6 +63,10 @@ func Reachable(rawURL string) error {
 			host = net.JoinHostPort(u.Hostname(), "5432")
 		case "nats":
 			host = net.JoinHostPort(u.Hostname(), "4222")
+		case "mqtt":
+			host = net.JoinHostPort(u.Hostname(), "1883")
+		case "mqtts":
+			host = net.JoinHostPort(u.Hostname(), "8883")
 		}
 	}
 	c, err := net.DialTimeout("tcp", host, 3*time.Second)
@@ -96,3 +103,6 @@ func Postgres(t testing.TB) string {
 
 // NATS returns the NATS (JetStream) URL for tests.
 func NATS(t testing.TB) string { return Need(t, "NATS", "RELAY_TEST_NATS_URL", DefaultNATSURL) }
+
+// MQTT returns the MQTT broker URL for tests.
+func MQTT(t testing.TB) string { return Need(t, "MQTT", "RELAY_TEST_MQTT_URL", DefaultMQTTURL) }
