@@ -24,8 +24,8 @@ import (
 	"github.com/go-relay/relay/router"
 )
 
-// The at-most-once router SIGKILL scenario: what README "Delivery
-// guarantees" says at-most-once may lose (a message whose handler was
+// The at-most-once router SIGKILL scenario: what docs/contract.md
+// ("Delivery guarantees") says at-most-once may lose (a message whose handler was
 // running when the process died) and may repeat (a message whose ack had
 // not reached the broker when the process died), measured.
 const (

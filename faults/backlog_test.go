@@ -35,11 +35,10 @@ const (
 	backlogInFlight = 64
 	backlogSlow     = 300
 	// fixed allowance: runtime, client library, connection buffers, test
-	// binary. Measured at about 3 MiB on redis, amqp, nats and postgres;
-	// on Kafka 19.5–24.3 MiB (franz-go's fetch and decompression buffers,
-	// and its second client, the mover of delayed messages), which the
-	// former 24 MiB allowance did not always cover. Still far below the
-	// 100 MB the backlog would take without a bound.
+	// binary. About 3 MiB on redis, amqp, nats and postgres; on Kafka
+	// up to about 25 MiB (franz-go's fetch and decompression buffers, and
+	// its second client, the mover of delayed messages). Still far below
+	// the 100 MB the backlog would take without a bound.
 	backlogAllowance = 32 << 20
 	// per in-flight message: payload, metadata, message struct, broker
 	// record and driver bookkeeping, counted at 4x the payload.

@@ -39,20 +39,18 @@ import (
 // a message it holds is in memory as read from the source and while it is
 // published, one read briefly takes two to three times its size, and Go's
 // collector lets the heap grow to twice what is live (GOGC=100), more
-// while large messages are allocated during a collection. Measured by
-// TestBridgeMemory (redis -> redis) on the 2-core development VM: 100 B
-// messages peaked at 41–43 MiB (the base: runtime, clients, a window of
-// 256 small messages); 1 MiB messages at 173 MiB over 3,000 messages with
-// the default 64 MiB window (k = 2.0 over the base) and at 288 MiB over
-// 100,000 (k = 3.8; the live heap after a collection reached 141 MB);
-// with inflight_bytes=16MiB at 59 MiB (k = 1.0).
+// while large messages are allocated during a collection. The base covers
+// the runtime, the clients and a window of small messages; the factor
+// of the window covers the rest (one reply decoded at two to three times
+// its size, the collector's headroom), with room. docs/bridge.md
+// ("Memory") gives the current figures.
 const (
 	// bridgeMemBase is the fixed part: the runtime, the clients and their
-	// buffers, the route's bookkeeping. Measured at 41–43 MiB; the rest is
-	// headroom (another machine's allocator, page sizes, GC pacing).
+	// buffers, the route's bookkeeping, with headroom for another
+	// machine's allocator, page sizes and GC pacing.
 	bridgeMemBase = 128 << 20
 	// bridgeMemPerWindow is how many times the source's inflight_bytes
-	// the peak may add to the base. Measured at up to 3.8 (see above).
+	// the peak may add to the base (see above).
 	bridgeMemPerWindow = 4
 )
 
@@ -63,12 +61,12 @@ func bridgeMemBound(inflightBytes int64) int64 {
 }
 
 // Message counts of TestBridgeMemory. The 1 MiB cases forward
-// bridgeMemLargeN messages (23 windows of the default 64 MiB): about 10 s
-// each on the 2-core development VM, 45–60 s with -race as `make faults`
-// runs it (the race detector slows this process's producer and reader,
-// not the bridge). With RELAY_BRIDGE_MEMORY_FULL=1 the default-window case
-// forwards bridgeMemFullN (100 GiB through the bridge: 707–754 s here
-// without -race; give go test -timeout 60m).
+// bridgeMemLargeN messages (23 windows of the default 64 MiB), enough for
+// the peak to show while keeping the case short enough for `make faults`
+// (the race detector slows this process's producer and reader, not the
+// bridge). With RELAY_BRIDGE_MEMORY_FULL=1 the default-window case
+// forwards bridgeMemFullN (100 GiB through the bridge: several minutes;
+// give go test -timeout 60m).
 const (
 	bridgeMemSmallN = 100_000
 	bridgeMemLargeN = 1_500

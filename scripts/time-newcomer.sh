@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times the README's path for trying Kafka or SQS without Docker, from a
+# Times docs/development.md's path for trying Kafka or SQS without Docker, from a
 # fresh clone of this repository: `make kafka` (or `make sqs`) in a
 # terminal of its own until it serves, `make build` alongside, then one
 # publish and one consume with bin/relay; then Ctrl-C. It prints one

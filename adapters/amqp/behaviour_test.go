@@ -237,9 +237,9 @@ func TestClassicAttemptsExact(t *testing.T) {
 }
 
 // Attempt grows by one with every redelivery on every queue type and nack
-// mode, for a release by the end of a subscription (the default classic
-// queue used to show 1, 2, 2) and for Nack with nack_mode=requeue (1, 2,
-// 2, 2 on classic queues).
+// mode, for a release by the end of a subscription (a classic queue does
+// not count requeues: without relay's own count it would show 1, 2, 2) and
+// for Nack with nack_mode=requeue (1, 2, 2, 2 without it).
 func TestAttemptGrowsOnEveryRedelivery(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -519,7 +519,7 @@ func TestUnroutableConcurrentSharedChannel(t *testing.T) {
 
 // Names RabbitMQ cannot use are refused up front, with ErrInvalidTopic, by
 // Publish, Subscribe and Provision: control characters (a topic with a
-// newline used to be declared and then retried forever with 404s), invalid
+// newline would be declared and then retried forever with 404s), invalid
 // UTF-8, and names over 255 bytes (for the queue, with the group suffix).
 func TestInvalidTopics(t *testing.T) {
 	c := newCleaner(t)

@@ -86,8 +86,9 @@ type Config struct {
 	InFlightBytes int64
 	// Pullers is how many Pull calls a subscription keeps in flight
 	// (pullers=, default 1; at most 1 with Ordered). More overlap the
-	// service's latency, each asking for part of the free window; on
-	// pstest they ended up asking for fragments (0.2-0.7x the rate of one).
+	// service's latency, but each asks for part of the free window, so
+	// they can end up splitting it into fragments (a call for most of the
+	// window, another for one slot) and pull less than one call would.
 	Pullers int
 	// ReceiveTimeout bounds one Pull call (receive_timeout=, default 90s).
 	// The service answers a Pull that found nothing by itself; a call

@@ -20,6 +20,6 @@
 //     has not acked: queued, delayed by NackAfter, or delivered and
 //     unsettled.
 //
-// URL: mem://NAME?group=G&inflight=N&max_bytes=B (see README). Both sides
+// URL: mem://NAME?group=G&inflight=N&max_bytes=B (see docs/contract.md). Both sides
 // accept all three parameters and ignore those of the other side.
 package memory

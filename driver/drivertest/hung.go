@@ -10,8 +10,8 @@ import (
 )
 
 // CloseBound is the contract's bound on Publisher.Close and
-// Subscriber.Close when the broker stopped answering (README, "The
-// contract"): the shared layer's close timeout for the teardown of the
+// Subscriber.Close when the broker stopped answering (docs/contract.md,
+// "What every backend promises"): the shared layer's close timeout for the teardown of the
 // subscriptions or for Publish calls in progress, plus as much again for
 // the client to give up on its connections.
 const CloseBound = 2 * driver.DefaultCloseTimeout
