@@ -139,8 +139,9 @@ func usageErr(e *env, cmd, msg string) int {
 // exit 1 and the broker's answer (which says how to provision a group),
 // rather than publish what nobody will ever receive: PostgreSQL and SNS
 // store nothing for a group that does not exist yet, RabbitMQ returns it
-// unroutable. When the broker cannot tell, or the check itself fails,
-// the command goes on: Publish reports what fails.
+// unroutable. When the broker cannot tell (MQTT), the command warns and
+// goes on; when the check itself fails, it goes on: Publish reports what
+// fails.
 func checkGroups(ctx context.Context, e *env, cmd string, pub relay.Publisher, topic string) (int, bool) {
 	gc, ok := pub.(relay.GroupChecker)
 	if !ok {
@@ -148,7 +149,10 @@ func checkGroups(ctx context.Context, e *env, cmd string, pub relay.Publisher, t
 	}
 	err := gc.CheckGroups(ctx, topic)
 	switch {
-	case err == nil, errors.Is(err, relay.ErrNotSupported):
+	case err == nil:
+		return exitOK, true
+	case errors.Is(err, relay.ErrNotSupported):
+		fmt.Fprintf(e.stderr, "relay %s: warning: %v; if no group is subscribed to %q yet, what is published now may be dropped (provision one first: relay provision URL %s --group GROUP)\n", cmd, err, topic, topic)
 		return exitOK, true
 	case errors.Is(err, relay.ErrNoGroup):
 		fmt.Fprintf(e.stderr, "relay %s: nothing published: %v\n", cmd, err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/go-relay/relay/internal/testkit/testenv"
 )
 
 // noGroupDrops names the backends that keep nothing for a group that does
@@ -112,5 +114,23 @@ func TestDryRunFindsTopicsWithoutGroup(t *testing.T) {
 	if code != 0 || strings.Contains(stdout, "NO GROUP") ||
 		!regexpMatch(`(?m)^to-amqp +destination +amqp://\S+ +`+topic("amqp")+` +ok \(\d+m?s\); cannot tell whether a group gets its messages: exchange "`+topic("amqp")+`" exists, but AMQP 0-9-1 does not tell`, stdout) {
 		t.Errorf("dry run after provisioning: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+// TestPublishWarnsWhenBrokerCannotTell: MQTT 3.1.1 cannot list a topic's
+// subscriptions, so relay publish cannot know whether a group would get
+// the message; it publishes, and warns on stderr with the provision hint
+// that a broker with no subscribed session drops it.
+func TestPublishWarnsWhenBrokerCannotTell(t *testing.T) {
+	url := testenv.MQTT(t)
+	topic := "e2e-in-cannot-tell-" + id()
+	code, stdout, stderr := runRelay(t, nil, "publish", url, topic, "--data", "maybe nobody")
+	if code != 0 || strings.TrimSpace(stdout) == "" {
+		t.Fatalf("publish: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	for _, want := range []string{"relay publish: warning: ", "cannot tell whether topic", "relay provision URL " + topic + " --group GROUP"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
 	}
 }
