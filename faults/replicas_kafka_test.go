@@ -41,7 +41,13 @@ func kafkaReplicaCase(t *testing.T, eo bool) replicaCase {
 	} else {
 		rc.src = testenv.WithParams(base, params...)
 		rc.guarantee = "at-least-once"
-		rc.overlap = 3 * replicaWindow
+		// The overlap of an at-least-once kafka group: each join makes the
+		// members that give partitions up forward again what they held on
+		// them (at most a window each: one for the second replica's join,
+		// two for the third's), and the killed member leaves its window and
+		// its acked records whose asynchronous commit had not landed (at
+		// most one more window).
+		rc.overlap = 5 * replicaWindow
 		rc.how = "session_timeout 2s; cooperative-sticky rebalance"
 	}
 	return rc
