@@ -44,6 +44,9 @@ func (r *route) chain(poisonPub relay.Publisher) ([]router.Middleware, error) {
 			Publisher:       poisonPub,
 			Topic:           p.Topic,
 			AfterDeliveries: after,
+			// A message a fenced session could not forward is given back
+			// for the next session, never poisoned.
+			ShouldPoison: func(err error) bool { return !errors.Is(err, relay.ErrFenced) },
 		})
 		if err != nil {
 			return nil, err
@@ -118,7 +121,9 @@ func (r *route) observe(next router.Handler) router.Handler {
 		}()
 		outs, err := next(middleware.WithObserver(ctx, routeObserver{r}), m)
 		if err != nil {
-			r.m.failed.Inc()
+			if !errors.Is(err, relay.ErrFenced) { // given back to the next session, not failed
+				r.m.failed.Inc()
+			}
 			r.fail(err)
 		}
 		return outs, err
