@@ -29,8 +29,23 @@ type AttemptMemo[K comparable] struct {
 
 	size  atomic.Int64 // len(m), read without mu
 	mu    sync.Mutex
-	m     map[K]int
-	order []K // insertion order, for eviction; may hold keys forgotten since
+	m     map[K]memoEntry
+	order []memoSlot[K] // insertion order, for eviction; may hold stale slots
+	gen   uint64        // stamps each insertion
+}
+
+// memoEntry is an attempt and the stamp of the insertion that made it.
+type memoEntry struct {
+	n   int
+	gen uint64
+}
+
+// memoSlot is a place in the eviction order. It is stale when its key was
+// forgotten since, or forgotten and remembered again (a new stamp): a
+// stale slot evicts nothing.
+type memoSlot[K comparable] struct {
+	k   K
+	gen uint64
 }
 
 // DefaultAttemptMemoMax is the bound of an AttemptMemo whose Max is 0.
@@ -49,14 +64,20 @@ func (a *AttemptMemo[K]) Remember(k K, n int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
-		a.m = make(map[K]int)
+		a.m = make(map[K]memoEntry)
 	}
-	if _, ok := a.m[k]; !ok {
-		a.order = append(a.order, k)
+	if e, ok := a.m[k]; ok {
+		e.n = n
+		a.m[k] = e
+	} else {
+		a.gen++
+		a.m[k] = memoEntry{n: n, gen: a.gen}
+		a.order = append(a.order, memoSlot[K]{k: k, gen: a.gen})
 	}
-	a.m[k] = n
 	for len(a.m) > limit && len(a.order) > 0 {
-		delete(a.m, a.order[0])
+		if a.live(a.order[0]) {
+			delete(a.m, a.order[0].k)
+		}
 		a.order = a.order[1:]
 	}
 	if len(a.order) > 2*len(a.m)+64 {
@@ -65,15 +86,18 @@ func (a *AttemptMemo[K]) Remember(k K, n int) {
 	a.size.Store(int64(len(a.m)))
 }
 
-// compactLocked drops the keys of order that were forgotten, keeping the
-// first occurrence of each live one.
+// live reports whether s is the slot of its key's current entry.
+func (a *AttemptMemo[K]) live(s memoSlot[K]) bool {
+	e, ok := a.m[s.k]
+	return ok && e.gen == s.gen
+}
+
+// compactLocked drops the stale slots of order.
 func (a *AttemptMemo[K]) compactLocked() {
-	kept := make([]K, 0, len(a.m))
-	seen := make(map[K]bool, len(a.m))
-	for _, k := range a.order {
-		if _, ok := a.m[k]; ok && !seen[k] {
-			seen[k] = true
-			kept = append(kept, k)
+	kept := make([]memoSlot[K], 0, len(a.m))
+	for _, s := range a.order {
+		if a.live(s) {
+			kept = append(kept, s)
 		}
 	}
 	a.order = kept
@@ -86,7 +110,7 @@ func (a *AttemptMemo[K]) Recall(k K) int {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.m[k]
+	return a.m[k].n
 }
 
 // Take returns the attempt remembered for k, 0 when none, and forgets it.
@@ -96,11 +120,11 @@ func (a *AttemptMemo[K]) Take(k K) int {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	n, ok := a.m[k]
+	e, ok := a.m[k]
 	if ok {
 		a.forgetLocked(k)
 	}
-	return n
+	return e.n
 }
 
 // Forget drops what was remembered for k.

@@ -42,6 +42,34 @@ func TestAttemptMemoBounded(t *testing.T) {
 }
 
 // A memo that keeps being filled and emptied does not grow.
+// A key taken (or forgotten) and remembered again is as new as its second
+// Remember: eviction drops the entries older than it, not it.
+func TestAttemptMemoEvictsByLastRemember(t *testing.T) {
+	for _, drop := range []string{"take", "forget"} {
+		t.Run(drop, func(t *testing.T) {
+			a := driver.AttemptMemo[string]{Max: 2}
+			a.Remember("a", 1)
+			a.Remember("b", 1)
+			if drop == "take" {
+				a.Take("a")
+			} else {
+				a.Forget("a")
+			}
+			a.Remember("a", 5)
+			a.Remember("c", 1) // full: b, the oldest live entry, goes
+			if got := a.Recall("a"); got != 5 {
+				t.Errorf("Recall(a) = %d, want 5 (evicted in b's place)", got)
+			}
+			if got := a.Recall("b"); got != 0 {
+				t.Errorf("Recall(b) = %d, want 0 (the oldest entry)", got)
+			}
+			if got := a.Recall("c"); got != 1 {
+				t.Errorf("Recall(c) = %d, want 1", got)
+			}
+		})
+	}
+}
+
 func TestAttemptMemoChurn(t *testing.T) {
 	var a driver.AttemptMemo[string]
 	for i := range 100_000 {
