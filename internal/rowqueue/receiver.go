@@ -175,6 +175,23 @@ func (r *Receiver) startWait(wait time.Duration) (time.Duration, bool) {
 	return wait, false
 }
 
+// maxDue bounds the due times a Receiver keeps: beyond them it keeps the
+// earliest, and wakes for the later ones by polling.
+const maxDue = 1024
+
+// addDueLocked records due times, dropping those past and, beyond maxDue,
+// the latest: a receiver that never waits (a steady backlog) must not
+// collect one per delayed nack.
+func (r *Receiver) addDueLocked(due []time.Time) {
+	now := time.Now()
+	r.due = slices.DeleteFunc(r.due, func(t time.Time) bool { return !t.After(now) })
+	r.due = append(r.due, due...)
+	if len(r.due) > maxDue {
+		slices.SortFunc(r.due, time.Time.Compare)
+		r.due = slices.Clip(r.due[:maxDue/2])
+	}
+}
+
 // Waiting reports whether Receive waits for a wake-up (for tests).
 func (r *Receiver) Waiting() bool {
 	r.mu.Lock()
@@ -247,7 +264,7 @@ func (r *Receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	}
 	if len(due) > 0 {
 		r.mu.Lock()
-		r.due = append(r.due, due...)
+		r.addDueLocked(due)
 		r.mu.Unlock()
 	}
 	if now || len(due) > 0 {

@@ -167,3 +167,40 @@ func TestAcksSurviveFailedClaim(t *testing.T) {
 		t.Fatalf("acked %v released %v closed %v; want [1 2] [3] [4]", f.ackedIDs(), f.released, f.closed)
 	}
 }
+
+// A receiver that never waits (a steady backlog) keeps few due times
+// however many delayed nacks it sends: the past ones go at the next nack,
+// and of the future ones at most maxDue, the earliest, which it still
+// wakes for.
+func TestDueTimesStayBounded(t *testing.T) {
+	f := &fakeTable{}
+	r := NewReceiver(f, make(chan struct{}, 1), time.Hour)
+	ctx := context.Background()
+	for i := range 3000 {
+		if err := r.Settle(ctx, []driver.Settle{{Handle: int64(i), Delay: time.Millisecond}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := r.Settle(ctx, []driver.Settle{{Handle: int64(-1), Delay: time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.due); n > 1 {
+		t.Errorf("%d due times kept after every earlier one passed, want 1", n)
+	}
+	soon := time.Now().Add(time.Minute)
+	for i := range 3000 {
+		if err := r.Settle(ctx, []driver.Settle{{Handle: int64(i), Delay: time.Hour + time.Duration(i)*time.Second}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Settle(ctx, []driver.Settle{{Handle: int64(-2), Delay: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.due); n > maxDue {
+		t.Errorf("%d due times kept, want at most %d", n, maxDue)
+	}
+	if wait, _ := r.startWait(time.Hour); wait > time.Until(soon)+time.Second {
+		t.Errorf("waits %v, want at most until the earliest due time (about 1m)", wait)
+	}
+}
