@@ -301,3 +301,14 @@ func TestURL(t *testing.T) {
 		t.Errorf("a URL with every parameter: %v", err)
 	}
 }
+
+// The subscriber names its group (relay.GroupNamer), as every subscriber
+// of the module does: the router's Group and the poison queue's
+// PoisonGroupKey come from it.
+func TestSubscriberNamesItsGroup(t *testing.T) {
+	tg := newTarget(t)
+	group := newName("g")
+	if got := relaytest.OpenSubscriber(t, tg.subURL(group)).(relay.GroupNamer).Group(); got != group {
+		t.Errorf("Group() = %q, want %q", got, group)
+	}
+}

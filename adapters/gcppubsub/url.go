@@ -96,5 +96,6 @@ func NewSubscriber(ctx context.Context, cfg Config) (relay.Subscriber, error) {
 		ExtendEvery:   cfg.extendEvery(),
 		SettleBatch:   cfg.InFlight,
 		Logger:        cfg.Logger.With("backend", Scheme),
+		Group:         cfg.Group,
 	}), nil
 }

@@ -382,3 +382,13 @@ func TestRetainedDeliveredOnce(t *testing.T) {
 		}
 	}
 }
+
+// The subscriber names its group (relay.GroupNamer), as every subscriber
+// of the module does: the router's Group and the poison queue's
+// PoisonGroupKey come from it.
+func TestSubscriberNamesItsGroup(t *testing.T) {
+	group := newName("g")
+	if got := openSub(t, mqttURL(t), group).(relay.GroupNamer).Group(); got != group {
+		t.Errorf("Group() = %q, want %q", got, group)
+	}
+}

@@ -30,6 +30,7 @@ func NewSubscriber(ctx context.Context, cfg Config, sc SubscriberConfig) (relay.
 		InFlight:      sc.InFlight,
 		InFlightBytes: sc.InFlightBytes,
 		Logger:        cfg.Logger,
+		Group:         sc.Group,
 	}), nil
 }
 
