@@ -185,8 +185,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			err := r.run(ctx)
-			if err == nil && r.cut.drained.Load() {
-				err = r.incomplete()
+			if r.cut.drained.Load() {
+				// Joined, so that a drain that also timed out keeps its
+				// counts of what it left behind.
+				err = errors.Join(err, r.incomplete())
 			}
 			var ie *IncompleteError
 			switch {

@@ -164,6 +164,12 @@ the route forwards, RabbitMQ would refuse it as unroutable).`)
 	}
 	err = b.Run(ctx)
 	if srv != nil {
+		if ctx.Err() == nil {
+			// The routes stopped on their own (stop_when: drained): keep
+			// answering /routes a moment, so that a `relay status --wait
+			// drained` polling it sees the final state and counts.
+			time.Sleep(drainedLinger)
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = srv.Shutdown(sctx)
 		cancel()
@@ -181,12 +187,21 @@ the route forwards, RabbitMQ would refuse it as unroutable).`)
 		log.Error("bridge stopped: a route cannot recover; what it had in flight is redelivered to the other replicas", "err", err)
 		return exitFailure
 	}
+	var ie *bridge.IncompleteError
+	if errors.As(err, &ie) {
+		log.Error("bridge stopped: a route drained its source but not every message reached the destination (see its poison topic)", "err", err)
+		return exitFailure
+	}
 	if err != nil {
 		log.Error("bridge stopped before every message in flight was settled; they will be redelivered", "err", err)
 		return exitFailure
 	}
 	return exitOK
 }
+
+// drainedLinger is how long relay bridge keeps serving /routes after its
+// routes stopped on their own: several of `relay status --wait`'s polls.
+const drainedLinger = time.Second
 
 // checkBridgeFlags returns what is wrong with the values of the flags
 // that override the config file, or "". The rules are those of the config

@@ -107,9 +107,11 @@ func fetchStatus(addr string, timeout time.Duration) (bridge.Status, []byte, err
 }
 
 // waitState polls the bridge at addr every 200ms until route is in state
-// want, for up to timeout. A bridge that does not answer is asked again
-// until the timeout (it may be starting); a route it does not have, or
-// that can never be caught up, fails at once.
+// want, for up to timeout. A bridge that does not answer, or has not
+// started its routes yet, is asked again until the timeout; a route it
+// does not have, one that can never be caught up, and a wait for drained
+// on a route without stop_when: drained fail at once. A route that is
+// drained has been caught up, so it satisfies a wait for caught-up too.
 func waitState(e *env, addr, route, want string, timeout time.Duration) int {
 	deadline := time.Now().Add(timeout)
 	var last string
@@ -129,15 +131,24 @@ func waitState(e *env, addr, route, want string, timeout time.Duration) int {
 				fmt.Fprintf(e.stderr, "relay status: bridge %s has no route %q (it has: %s)\n", st.Bridge, route, strings.Join(names, ", "))
 				return exitFailure
 			}
-			if rs.State == want {
+			if rs.State == want || (want == bridge.StateCaughtUp && rs.State == bridge.StateDrained) {
 				fmt.Fprintf(e.stdout, "route %s: %s (forwarded %d, source lag %s)\n", route, rs.State, rs.Forwarded, lagText(rs.SourceLag))
 				return exitOK
+			}
+			if want == bridge.StateDrained && rs.StopWhen != bridge.StopWhenDrained {
+				fmt.Fprintf(e.stderr, "relay status: route %s has no stop_when: drained, so it never drains on its own (state %s)\n", route, rs.State)
+				return exitFailure
+			}
+			if st.Started == nil {
+				// The bridge serves /routes before its routes start.
+				last = fmt.Sprintf("bridge %s has not started its routes yet", st.Bridge)
+				break
 			}
 			if want == bridge.StateCaughtUp && rs.CaughtUpUnknown != nil {
 				fmt.Fprintf(e.stderr, "relay status: route %s can never report caught-up: %s\n", route, *rs.CaughtUpUnknown)
 				return exitFailure
 			}
-			if want == bridge.StateCaughtUp && (rs.State == bridge.StateDrained || rs.State == bridge.StateStopped) {
+			if want == bridge.StateCaughtUp && rs.State == bridge.StateStopped {
 				fmt.Fprintf(e.stderr, "relay status: route %s is %s: it will not be caught up\n", route, rs.State)
 				return exitFailure
 			}
