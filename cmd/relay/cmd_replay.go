@@ -180,7 +180,42 @@ loop:
 		}
 	}
 	rp.summary()
+	// End the subscription first, so that its acks are at the broker when
+	// the lag is asked; what it held goes back to the group.
+	stopSub()
+	for range ch {
+	}
+	if code == exitOK && !rp.checkNoneBehind(sub) {
+		code = exitFailure
+	}
 	return code
+}
+
+// checkNoneBehind reports false, saying why, when copies that the run held
+// unsettled (listed by a dry run, or left on the topic) may have kept
+// others from it: a subscription delivers at most its window (inflight=)
+// of unsettled messages, so a run that holds that many sees nothing
+// more. It asks the group's lag where the subscriber can tell it.
+func (rp *replayer) checkNoneBehind(sub relay.Subscriber) bool {
+	held := rp.left
+	if rp.dry {
+		for _, r := range rp.order {
+			held += r.copies
+		}
+	}
+	lr, ok := sub.(relay.LagReporter)
+	if held == 0 || !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lag, err := lr.Lag(ctx, rp.poisonTopic)
+	if err != nil || lag <= int64(held) {
+		return true
+	}
+	fmt.Fprintf(rp.e.stderr, "relay replay: %s holds %d copies not acked, of which this run saw %d: the ones it held unsettled (listed or left) filled the subscription's window, so it saw no more; "+
+		"raise inflight= in the URL to see them, or move the ones left with --topic\n", rp.poisonTopic, lag, held)
+	return false
 }
 
 // replayKey identifies one replay: an original ID to a destination topic,

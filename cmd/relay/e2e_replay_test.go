@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/internal/testkit/testenv"
 	"github.com/go-relay/relay/middleware"
 	"github.com/go-relay/relay/router"
 )
@@ -282,5 +284,36 @@ func TestReplayPerGroup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReplaySeesPastItsWindow: copies a run holds unsettled (a dry run
+// lists them all without settling any) fill the subscription's window
+// (inflight=, 64 by default on Redis), after which it sees no more.
+// relay replay then says how many copies the topic holds and exits 1,
+// instead of listing 64 of 100 as if they were all; with a window that
+// holds them it lists all 100 and exits 0.
+func TestReplaySeesPastItsWindow(t *testing.T) {
+	b := redisBackend(t)
+	run := id()
+	poison, dest := "e2e-window-poison-"+run, "e2e-window-orders-"+run
+	var msgs []*relay.Message
+	for i := range 100 {
+		m := relay.NewMessage([]byte(strconv.Itoa(i)))
+		m.Metadata = relay.Metadata{"relay-poison-original-id": relay.NewID(), "relay-poison-topic": dest}
+		msgs = append(msgs, m)
+	}
+	provision(t, b, poison, "ops")
+	publish(t, b, poison, msgs...)
+
+	code, stdout, stderr := runRelay(t, nil, "replay", b.pubURL, poison, "--group", "ops", "--dry-run", "--idle", "1s")
+	if n := strings.Count(stdout, "would replay "); code != 1 || n != 64 ||
+		!strings.Contains(stderr, poison+" holds 100 copies not acked, of which this run saw 64") {
+		t.Errorf("dry run with a window of 64: exit %d, %d listed\nstderr %s", code, n, stderr)
+	}
+	code, stdout, stderr = runRelay(t, nil, "replay", testenv.WithParams(b.pubURL, "inflight", "200"), poison,
+		"--group", "ops", "--to", b.pubURL, "--dry-run", "--idle", "1s")
+	if n := strings.Count(stdout, "would replay "); code != 0 || n != 100 {
+		t.Errorf("dry run with a window of 200: exit %d, %d listed, want 0 and 100\nstderr %s", code, n, stderr)
 	}
 }
