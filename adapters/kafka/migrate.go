@@ -57,6 +57,12 @@ type TranslatedOffset struct {
 // Force.
 var ErrGroupActive = errors.New("relay/kafka: group is in use")
 
+// ErrNoSourcePositions is returned (wrapped) by OffsetMigration.Run when no
+// record of a destination topic carries the source position of its copy
+// (relay.SourceKey, written by a bridge route with source_positions), so
+// that nothing can be translated; nothing is committed then.
+var ErrNoSourcePositions = errors.New("relay/kafka: the copies carry no source positions")
+
 // Run translates the offsets of every group and, unless DryRun, commits
 // them on the destination. It checks every group before it commits any:
 // without Force, a group with members on either cluster or with committed
@@ -242,9 +248,11 @@ func translateTopic(ctx context.Context, dadm *kadm.Client, dstOpts []kgo.Opt, g
 		found[p] = &TranslatedOffset{Group: g, FromTopic: st, Topic: dt, Partition: p, Offset: e.Offset}
 	}
 	var m relay.Message
+	scanned, matched := 0, 0
 	err = readPartitions(ctx, dstOpts, dt, from, to, func(r *kgo.Record) (bool, error) {
 		t := found[r.Partition]
 		t.Scanned++
+		scanned++
 		m = relay.Message{}
 		decodeInto(&m, r, nil)
 		v, ok := m.Metadata[relay.SourceKey]
@@ -256,6 +264,7 @@ func translateTopic(ctx context.Context, dadm *kadm.Client, dstOpts []kgo.Opt, g
 		if err != nil || topic != st || !ok {
 			return false, nil
 		}
+		matched++
 		if c, ok := committed[sp]; ok && pos.Offset() < c {
 			return false, nil // consumed on the source
 		}
@@ -264,6 +273,12 @@ func translateTopic(ctx context.Context, dadm *kadm.Client, dstOpts []kgo.Opt, g
 	})
 	if err != nil {
 		return nil, err
+	}
+	if scanned > 0 && matched == 0 {
+		// Without positions every record would look consumed, and the
+		// group would skip to the end of every partition.
+		return nil, fmt.Errorf("%w: none of the %d records read of %q on the destination names a position of source topic %q (did the route run with source_positions: true?); nothing committed",
+			ErrNoSourcePositions, scanned, dt, st)
 	}
 	out := make([]TranslatedOffset, 0, len(found))
 	for _, t := range found {

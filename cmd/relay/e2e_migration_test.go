@@ -374,3 +374,26 @@ func TestMigrateKafkaOffsets(t *testing.T) {
 		t.Errorf("relay verify = %d:\n%s%s", code, out, errOut)
 	}
 }
+
+// Copies without source positions (a route without source_positions:
+// true) cannot be translated: relay migrate offsets exits 1 saying so and
+// commits nothing, instead of moving the group to the end of every
+// partition (every record without a position looked consumed).
+func TestMigrateOffsetsNeedsSourcePositions(t *testing.T) {
+	src, dst := kafkaBackend(t), kafkaBackend(t)
+	topic := "e2e-in-nopos-" + id()
+	provision(t, src, topic, "app")
+	backlog(t, src, topic, 20)
+	consumeFirst(t, src, topic, "app", 10)
+	provision(t, dst, topic, "reader")
+	backlog(t, dst, topic, 20) // copies as a route without source_positions writes them
+
+	srcURL, dstURL := strings.SplitN(src.pubURL, "?", 2)[0], strings.SplitN(dst.pubURL, "?", 2)[0]
+	code, out, errOut := runRelay(t, nil, "migrate", "offsets", "--from", srcURL, "--to", dstURL, "--group", "app")
+	if code != 1 || !strings.Contains(errOut, "source_positions: true") {
+		t.Fatalf("relay migrate offsets on copies without positions = %d: %s%s; want 1, naming source_positions", code, out, errOut)
+	}
+	if code, _, errOut := runRelay(t, nil, "migrate", "offsets", "--from", srcURL, "--to", dstURL, "--group", "app", "--dry-run"); code != 1 {
+		t.Errorf("--dry-run = %d, want 1: %s", code, errOut)
+	}
+}
