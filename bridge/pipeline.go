@@ -147,18 +147,31 @@ func (f *forwarder) publishBatch(ctx context.Context, srcs []*relay.Message, spa
 	endSends(err)
 	r.m.inFlight.Sub(float64(len(copies)))
 	r.m.inFlightBytes.Sub(size)
-	if ok := len(srcs) - len(failedCopies(srcs, err)); ok > 0 {
+	failed := failedCopies(srcs, err)
+	if ok := len(srcs) - len(failed); ok > 0 {
 		r.m.forwarded.Add(float64(ok))
 		lat := time.Since(start).Seconds()
 		for range ok {
 			r.m.latency.Observe(lat)
 		}
-		if t, ok := idTime(srcs[len(srcs)-1].ID); ok {
+		last := lastConfirmed(srcs, failed)
+		if t, ok := idTime(last.ID); ok {
 			r.m.age.Set(max(0, time.Since(t).Seconds()))
 		}
-		r.cut.forwarded(srcs[len(srcs)-1])
+		r.cut.forwarded(last)
 	}
 	return err
+}
+
+// lastConfirmed returns the last message of srcs whose copy the
+// destination confirmed, given the ascending indexes of those it did not
+// (failed, fewer than len(srcs)).
+func lastConfirmed(srcs []*relay.Message, failed []int) *relay.Message {
+	last := len(srcs) - 1
+	for j := len(failed) - 1; j >= 0 && failed[j] == last; j-- {
+		last--
+	}
+	return srcs[last]
 }
 
 // singles returns what a batch forwards alone, in delivery order (msgs):

@@ -53,3 +53,31 @@ func TestFencedMessageIsGivenBackNotPoisoned(t *testing.T) {
 		t.Errorf("failed = %d, want 0 (given back to the next session)", got)
 	}
 }
+
+// last_forwarded names the last message of a batch whose copy the
+// destination confirmed: not the batch's last message when that one's
+// copy failed.
+func TestLastForwardedSkipsFailedCopies(t *testing.T) {
+	b, err := New(Config{Routes: []Route{{
+		Name: "r",
+		From: Source{URL: "mem://x", Topic: "in", Group: "g"},
+		To:   Destination{URL: "mem://y", Topic: "out"},
+	}}}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.routes[0]
+	srcs := []*relay.Message{relay.NewMessage([]byte("a")), relay.NewMessage([]byte("b")), relay.NewMessage([]byte("c")), relay.NewMessage([]byte("d"))}
+	failing := map[string]bool{srcs[1].ID: true, srcs[3].ID: true}
+	pub := newRec(func(id string, _ int) bool { return failing[id] })
+	f := &forwarder{r: r, pub: pub}
+	if err := f.publishBatch(context.Background(), srcs, nil); err == nil {
+		t.Fatal("publishBatch hid the failed copies")
+	}
+	if got := r.cut.lastForwarded().id; got != srcs[2].ID {
+		t.Errorf("last forwarded %s, want %s (the last confirmed; %s failed)", got, srcs[2].ID, srcs[3].ID)
+	}
+	if got := count(r.m.forwarded); got != 2 {
+		t.Errorf("forwarded = %d, want 2", got)
+	}
+}
