@@ -126,27 +126,35 @@ func TestStatusPageInChromium(t *testing.T) {
 	src, dst := "mem://"+uniq("page-src"), "mem://"+uniq("page-dst")
 	refundsDown, refundsURL := newSwitch() // fails, then recovers
 	refundsDown.Store(true)
+	// The routes stay running for the whole test (it checks the page, not
+	// the cutover signal): a route whose source stays empty for
+	// caught_up_after (5 s by default) would turn caught-up midway on a
+	// slow machine.
 	br, err := bridge.New(bridge.Config{Name: "orders-migration", Routes: []bridge.Route{{
-		Name: "orders",
-		From: bridge.Source{URL: src, Topic: "orders", Group: "relay-bridge"},
-		To:   bridge.Destination{URL: dst, Topic: "orders"},
+		Name:          "orders",
+		From:          bridge.Source{URL: src, Topic: "orders", Group: "relay-bridge"},
+		To:            bridge.Destination{URL: dst, Topic: "orders"},
+		CaughtUpAfter: time.Hour,
 	}, {
-		Name:        "payments",
-		From:        bridge.Source{URL: src, Topic: "payments", Group: "relay-bridge"},
-		To:          bridge.Destination{URL: slowScheme + "://ledger:7000/", Topic: "payments"},
-		Concurrency: 1,
-		Batch:       1,
+		Name:          "payments",
+		From:          bridge.Source{URL: src, Topic: "payments", Group: "relay-bridge"},
+		To:            bridge.Destination{URL: slowScheme + "://ledger:7000/", Topic: "payments"},
+		Concurrency:   1,
+		Batch:         1,
+		CaughtUpAfter: time.Hour,
 	}, {
-		Name:   "audit",
-		From:   bridge.Source{URL: src, Topic: "audit", Group: "relay-bridge"},
-		To:     bridge.Destination{URL: failScheme + "://ops:s3cret@audit-host:9000/", Topic: "audit"},
-		Retry:  &bridge.Retry{MaxAttempts: 2, InitialInterval: time.Millisecond},
-		Poison: &bridge.Poison{Topic: "audit.poison", AfterDeliveries: 1},
+		Name:          "audit",
+		From:          bridge.Source{URL: src, Topic: "audit", Group: "relay-bridge"},
+		To:            bridge.Destination{URL: failScheme + "://ops:s3cret@audit-host:9000/", Topic: "audit"},
+		Retry:         &bridge.Retry{MaxAttempts: 2, InitialInterval: time.Millisecond},
+		Poison:        &bridge.Poison{Topic: "audit.poison", AfterDeliveries: 1},
+		CaughtUpAfter: time.Hour,
 	}, {
-		Name:  "refunds",
-		From:  bridge.Source{URL: src, Topic: "refunds", Group: "relay-bridge"},
-		To:    bridge.Destination{URL: refundsURL, Topic: "refunds"},
-		Retry: &bridge.Retry{MaxAttempts: 1},
+		Name:          "refunds",
+		From:          bridge.Source{URL: src, Topic: "refunds", Group: "relay-bridge"},
+		To:            bridge.Destination{URL: refundsURL, Topic: "refunds"},
+		Retry:         &bridge.Retry{MaxAttempts: 1},
+		CaughtUpAfter: time.Hour,
 	}}}, bridge.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
