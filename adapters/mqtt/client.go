@@ -33,7 +33,8 @@ func (c Config) newClient(id string, clean bool, onMessage paho.MessageHandler, 
 
 // connect connects cl within ctx and reports whether the broker resumed
 // a session (CONNACK's session present). When ctx ends first, the attempt
-// is abandoned: it ends within ConnectTimeout and is then disconnected.
+// is abandoned: it ends within ConnectTimeout and is then disconnected;
+// the error wraps ctx's error whenever ctx has ended.
 func connect(ctx context.Context, cl paho.Client) (sessionPresent bool, err error) {
 	tok := cl.Connect()
 	select {
@@ -43,6 +44,11 @@ func connect(ctx context.Context, cl paho.Client) (sessionPresent bool, err erro
 		return false, ctx.Err()
 	}
 	if err := tok.Error(); err != nil {
+		if ctx.Err() != nil {
+			// The attempt's own timeout ended with ctx: report ctx's
+			// error, as a caller whose deadline passed expects.
+			return false, fmt.Errorf("relay/mqtt: connecting: %w (last attempt: %v)", ctx.Err(), err)
+		}
 		return false, fmt.Errorf("relay/mqtt: connecting: %w", err)
 	}
 	return tok.(*paho.ConnectToken).SessionPresent(), nil

@@ -152,7 +152,12 @@ func (d *pubDriver) ValidateMessage(topic string, m *relay.Message) error {
 func (d *pubDriver) SendBatch(ctx context.Context, topic string, msgs []*relay.Message) error {
 	cl, err := d.conn(ctx)
 	if err != nil {
-		if errors.Is(err, relay.ErrClosed) || ctx.Err() != nil {
+		switch {
+		case errors.Is(err, relay.ErrClosed):
+			return err
+		case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+			return fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		case ctx.Err() != nil:
 			return err
 		}
 		return driver.Retryable(err)
