@@ -21,7 +21,7 @@ sqs: ## run SQS/SNS (goaws v0.5.4, in memory) on port 4100 in the foreground, no
 test: ## run all tests, starting Redis/RabbitMQ/PostgreSQL/NATS if needed (what CI runs; PKGS=./x/... to narrow)
 	scripts/test.sh $(PKGS)
 
-faults: ## fault scenarios (restarts, SIGKILL, poison, backlog, network faults) + fuzzing; writes docs/reliability.md (~12 min)
+faults: ## fault scenarios (restarts, SIGKILL, poison, backlog, network faults) + fuzzing; writes docs/reliability.md (~23 min)
 	faults/run.sh
 
 bench: ## run the benchmarks
