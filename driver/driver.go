@@ -293,9 +293,21 @@ type AssignmentDriver interface {
 
 // Options tune the shared subscription machinery. Zero values take defaults.
 type Options struct {
-	// InFlight is how many unsettled messages a subscription may hold.
+	// InFlight is how many unsettled messages a subscription may hold:
+	// the window, or where the window starts when MaxInFlight is above it.
 	// Default 64.
 	InFlight int
+	// MaxInFlight, when above InFlight, makes the window adaptive: it
+	// starts at InFlight and doubles, up to MaxInFlight, each time a
+	// Receive returns as many messages as it was asked for (the broker has
+	// more) while every message delivered before had been settled (the
+	// handler was waiting for messages, so the window, not the consumer,
+	// set the pace). It never grows past what InFlightBytes holds at the
+	// recent message size nor past a WindowLimiter's limit, and it does not
+	// shrink. A slow handler keeps messages unsettled, so its window stays
+	// where it is. Adapters set it (DefaultMaxInFlight) when the user did
+	// not choose a window; see AdaptiveWindow. 0: a fixed window.
+	MaxInFlight int
 	// ExtendEvery is the lease-extension period for Extender receivers.
 	// Default 0: no extension.
 	ExtendEvery time.Duration
@@ -342,6 +354,32 @@ type Options struct {
 	// Subscriber.Group reports ("" where the topic itself is the group,
 	// as on sqs://).
 	Group string
+}
+
+// DefaultMaxInFlight is the largest an adaptive window grows by default
+// (Options.MaxInFlight): a read of a thousand messages is what the client
+// loops that go fastest ask for, and more only adds memory.
+const DefaultMaxInFlight = 1024
+
+// AdaptiveWindow is an adapter's Options.InFlight and MaxInFlight for the
+// window its user configured: a window the user set (inflight > 0) is
+// fixed; none (0) starts at the adapter's default and adapts up to
+// DefaultMaxInFlight.
+func AdaptiveWindow(inflight, adapterDefault int) (start, maxWindow int) {
+	if inflight > 0 {
+		return inflight, inflight
+	}
+	return adapterDefault, max(adapterDefault, DefaultMaxInFlight)
+}
+
+// WindowFollower is optionally implemented by a Receiver whose broker
+// holds the window itself (an AMQP channel's prefetch count): when an
+// adaptive window grows (Options.MaxInFlight), WindowGrew is called with
+// the new window, from the receive loop between its Receive calls, so
+// that the broker lets that many messages be unsettled. An error is
+// logged; the window stays grown.
+type WindowFollower interface {
+	WindowGrew(ctx context.Context, window int) error
 }
 
 // DefaultInFlightBytes is the default of Options.InFlightBytes: 64 MiB,

@@ -12,6 +12,7 @@ func (o *Options) defaults() {
 	if o.InFlight <= 0 {
 		o.InFlight = 64
 	}
+	o.MaxInFlight = max(o.MaxInFlight, o.InFlight)
 	if o.BrokerTimeout <= 0 {
 		o.BrokerTimeout = 10 * time.Second
 	}

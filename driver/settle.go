@@ -113,7 +113,7 @@ func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 			clear(batch) // drop the handles
 			s.mu.Lock()
 			s.free += held
-			if s.spare == nil && cap(batch) <= 2*s.parent.opts.InFlight {
+			if s.spare == nil && cap(batch) <= 2*s.window {
 				s.spare = batch[:0]
 			}
 			s.mu.Unlock()

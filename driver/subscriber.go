@@ -222,12 +222,15 @@ func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) 
 		s.subs.Done()
 		return nil, err
 	}
-	window, flushAt := s.opts.InFlight, s.opts.SettleBatch
+	window, maxWindow, flushAt := s.opts.InFlight, s.opts.MaxInFlight, s.opts.SettleBatch
 	if l, ok := r.(WindowLimiter); ok {
 		if n := l.WindowLimit(); n > 0 && n < window {
 			// The settlement batch keeps its share of the window.
 			flushAt = max(1, flushAt*n/window)
 			window = n
+		}
+		if n := l.WindowLimit(); n > 0 {
+			maxWindow = min(maxWindow, n)
 		}
 	}
 	sub := &subscription{
@@ -240,6 +243,7 @@ func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) 
 		cancel:    cancel,
 		stopAfter: stop,
 		window:    window,
+		maxWindow: max(window, maxWindow),
 		free:      window,
 		maxBytes:  s.opts.InFlightBytes,
 		flushAt:   flushAt,
@@ -252,11 +256,12 @@ func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) 
 		log:       s.opts.Logger.With("topic", topic, "backend", s.caps.Backend),
 	}
 	// A batch holds at least one message, so a buffer of window batches
-	// never blocks the receive loop before the window does.
+	// never blocks the receive loop before the window does, however far
+	// the window grows.
 	if batches {
-		sub.outBatches = make(chan []*relay.Message, window)
+		sub.outBatches = make(chan []*relay.Message, sub.maxWindow)
 	} else {
-		sub.out = make(chan *relay.Message, window)
+		sub.out = make(chan *relay.Message, sub.maxWindow)
 	}
 	s.mu.Lock()
 	s.active[sub] = struct{}{}

@@ -40,8 +40,10 @@ type subscription struct {
 	log        *slog.Logger
 
 	// window is the most unsettled messages: Options.InFlight, or less
-	// when the receiver is a WindowLimiter.
-	window int
+	// when the receiver is a WindowLimiter; an adaptive window grows up to
+	// maxWindow (see growLocked). Both change only with mu held.
+	window    int
+	maxWindow int
 
 	mu        sync.Mutex
 	ended     bool
@@ -243,13 +245,28 @@ func (s *subscription) receiveLoop(perCall int) {
 			n = min(n, perCall)
 		}
 		if n <= 0 {
+			// The whole window is out (not the byte bound holding Receive
+			// back): if the handler has settled all of it by the time
+			// slots come back, it waited for the window.
+			full := s.free <= 0 && s.window < s.maxWindow
 			s.mu.Unlock()
 			select {
 			case <-s.ctx.Done():
 				return
 			case <-s.slotFreed:
-				continue
 			}
+			if full {
+				s.mu.Lock()
+				grown := 0
+				if s.unsettled.len() == 0 && s.reserved == 0 {
+					grown = s.growLocked()
+				}
+				s.mu.Unlock()
+				if grown > 0 {
+					s.followWindow(grown)
+				}
+			}
+			continue
 		}
 		probe := s.maxBytes > 0 && s.sizeGuess <= 0
 		s.free -= n
@@ -304,6 +321,12 @@ func (s *subscription) receiveLoop(perCall int) {
 			held = held[:0]
 			signal(s.flushReq)
 		}
+		// A full batch (the broker has more) that finds every message
+		// before it settled: the handler waited for this one.
+		grown := 0
+		if !probe && n > 0 && len(batch) == n && s.unsettled.len() == 0 && s.window < s.maxWindow {
+			grown = s.growLocked()
+		}
 		for _, rc := range batch {
 			size := int64(EncodedSize(rc.Msg))
 			largest = max(largest, size)
@@ -318,6 +341,9 @@ func (s *subscription) receiveLoop(perCall int) {
 			signal(s.slotFreed) // a loop waiting for the size may go on
 		}
 		s.mu.Unlock()
+		if grown > 0 {
+			s.followWindow(grown)
+		}
 		// The messages are nobody else's until sent: no lock needed.
 		deliveryhook.AttachBatch(msgs, deliveryhook.Params{Topic: s.topic, Ctx: s.ctx, Settler: s}, func(i int) (int, uint64, deliveryhook.Position) {
 			return max(batch[i].Attempt, 1), tokens[i], positionOf(batch[i].Position)
@@ -391,5 +417,37 @@ func (s *subscription) awaitOutstanding(d time.Duration) bool {
 		case <-t.C:
 			return true
 		}
+	}
+}
+
+// growLocked doubles an adaptive window, up to maxWindow and to what the
+// byte bound holds at the recent message size, keeping the settlement
+// batch's share of it, and returns the new window (0 when it could not
+// grow). Called with s.mu held.
+func (s *subscription) growLocked() int {
+	next := min(2*s.window, s.maxWindow)
+	if s.maxBytes > 0 && s.sizeGuess > 0 {
+		next = min(next, int(max(1, s.maxBytes/s.sizeGuess)))
+	}
+	if next <= s.window {
+		return 0
+	}
+	s.flushAt = max(1, s.flushAt*next/s.window)
+	s.free += next - s.window
+	s.window = next
+	signal(s.slotFreed)
+	return next
+}
+
+// followWindow tells a WindowFollower receiver the grown window.
+func (s *subscription) followWindow(window int) {
+	f, ok := s.r.(WindowFollower)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
+	defer cancel()
+	if err := f.WindowGrew(ctx, window); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("relay: the broker did not take the grown window", "window", window, "err", err)
 	}
 }

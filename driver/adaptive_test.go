@@ -1,0 +1,176 @@
+package driver
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/go-relay/relay"
+)
+
+// followRecv is a fakeRecv that records the windows WindowGrew reports.
+type followRecv struct {
+	*fakeRecv
+	wmu   sync.Mutex
+	grown []int
+}
+
+func (f *followRecv) WindowGrew(_ context.Context, window int) error {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	f.grown = append(f.grown, window)
+	return nil
+}
+
+func (f *followRecv) windows() []int {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	return slices.Clone(f.grown)
+}
+
+type followSub struct{ r *followRecv }
+
+func (f followSub) Subscribe(context.Context, string) (Receiver, error) { return f.r, nil }
+func (followSub) Capabilities() relay.Capabilities                      { return relay.Capabilities{} }
+func (followSub) Close() error                                          { return nil }
+
+// consumeAll receives n messages of s's subscription to "t" and acks
+// each; with holdOne, a message is acked only once the next one arrived,
+// so the handler always holds one (a consumer that is never waiting).
+func consumeAll(t *testing.T, s *Subscriber, n int, holdOne bool) {
+	t.Helper()
+	ch, err := s.Subscribe(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev *relay.Message
+	for range n {
+		m := <-ch
+		if m == nil {
+			t.Fatal("channel closed early")
+		}
+		if holdOne {
+			if prev != nil {
+				if err := prev.Ack(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			prev = m
+			continue
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if prev != nil {
+		_ = prev.Ack()
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdaptiveWindowGrowsWhileHandlerWaits: with a backlog and a handler
+// that acks at once, an adaptive window doubles up to MaxInFlight (the
+// receiver is told each step) and no Receive asks for more than it.
+func TestAdaptiveWindowGrowsWhileHandlerWaits(t *testing.T) {
+	const n = 20000
+	r := &followRecv{fakeRecv: newFakeRecv(n)}
+	s := NewSubscriber(followSub{r}, Options{InFlight: 8, MaxInFlight: 64})
+	consumeAll(t, s, n, false)
+	if got, want := r.windows(), []int{16, 32, 64}; !slices.Equal(got, want) {
+		t.Errorf("window grew to %v, want %v", got, want)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.maxAsked != 64 {
+		t.Errorf("largest Receive asked for %d, want 64 (MaxInFlight)", r.maxAsked)
+	}
+	if len(r.settled) != n {
+		t.Errorf("%d settled, want %d", len(r.settled), n)
+	}
+}
+
+// TestAdaptiveWindowStaysForBusyHandler: a handler that always holds a
+// message (it never waits for the window) keeps the starting window.
+func TestAdaptiveWindowStaysForBusyHandler(t *testing.T) {
+	const n = 5000
+	r := &followRecv{fakeRecv: newFakeRecv(n)}
+	s := NewSubscriber(followSub{r}, Options{InFlight: 8, MaxInFlight: 64})
+	consumeAll(t, s, n, true)
+	if got := r.windows(); len(got) > 0 {
+		t.Errorf("window grew to %v for a handler that never waited", got)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.maxAsked > 8 {
+		t.Errorf("a Receive asked for %d, want at most the starting window 8", r.maxAsked)
+	}
+}
+
+// TestFixedWindowDoesNotGrow: without MaxInFlight the window is
+// InFlight, however fast the handler.
+func TestFixedWindowDoesNotGrow(t *testing.T) {
+	const n = 5000
+	r := &followRecv{fakeRecv: newFakeRecv(n)}
+	s := NewSubscriber(followSub{r}, Options{InFlight: 8})
+	consumeAll(t, s, n, false)
+	if got := r.windows(); len(got) > 0 {
+		t.Errorf("fixed window grew to %v", got)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.maxAsked > 8 {
+		t.Errorf("a Receive asked for %d, want at most 8", r.maxAsked)
+	}
+}
+
+// TestAdaptiveWindowHeldByBytes: the window grows no further than
+// InFlightBytes holds at the messages' size.
+func TestAdaptiveWindowHeldByBytes(t *testing.T) {
+	const n, payload, bound = 5000, 1000, 32 << 10
+	r := &followRecv{fakeRecv: newFakeRecv(n)}
+	r.payload = payload
+	s := NewSubscriber(followSub{r}, Options{InFlight: 4, MaxInFlight: 1024, InFlightBytes: bound})
+	consumeAll(t, s, n, false)
+	got := r.windows()
+	if len(got) == 0 {
+		t.Fatal("window never grew")
+	}
+	size := EncodedSize(&relay.Message{ID: "a", Payload: make([]byte, payload)})
+	if last := got[len(got)-1]; last > bound/size {
+		t.Errorf("window grew to %d messages of %d B, beyond the %d B bound (%d)", last, size, bound, bound/size)
+	}
+}
+
+// TestAdaptiveWindowCappedByLimiter: a WindowLimiter's limit caps the
+// growth as it caps the start.
+func TestAdaptiveWindowCappedByLimiter(t *testing.T) {
+	const n = 5000
+	r := &limitedFollowRecv{followRecv{fakeRecv: newFakeRecv(n)}}
+	s := NewSubscriber(limitedFollowSub{r}, Options{InFlight: 8, MaxInFlight: 1024})
+	consumeAll(t, s, n, false)
+	if got, want := r.windows(), []int{16, 20}; !slices.Equal(got, want) {
+		t.Errorf("window grew to %v, want %v (the limit is 20)", got, want)
+	}
+}
+
+type limitedFollowRecv struct{ followRecv }
+
+func (*limitedFollowRecv) WindowLimit() int { return 20 }
+
+type limitedFollowSub struct{ r *limitedFollowRecv }
+
+func (f limitedFollowSub) Subscribe(context.Context, string) (Receiver, error) { return f.r, nil }
+func (limitedFollowSub) Capabilities() relay.Capabilities                      { return relay.Capabilities{} }
+func (limitedFollowSub) Close() error                                          { return nil }
+
+func TestAdaptiveWindowHelper(t *testing.T) {
+	if s, m := AdaptiveWindow(0, 64); s != 64 || m != DefaultMaxInFlight {
+		t.Errorf("AdaptiveWindow(0, 64) = %d, %d; want 64, %d", s, m, DefaultMaxInFlight)
+	}
+	if s, m := AdaptiveWindow(10, 64); s != 10 || m != 10 {
+		t.Errorf("AdaptiveWindow(10, 64) = %d, %d; want a fixed 10", s, m)
+	}
+}
