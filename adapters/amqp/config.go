@@ -89,7 +89,10 @@ type Config struct {
 	// count deliveries, so Attempt survives requeues and consumer crashes.
 	QueueType string
 	// InFlight is the per-subscription window of unsettled messages and the
-	// channel's prefetch count (inflight=). Default 64.
+	// channel's prefetch count (inflight=). Default 0: an adaptive window,
+	// starting at DefaultInFlight and growing up to
+	// driver.DefaultMaxInFlight while the handler keeps up with a backlog
+	// (see driver.Options.MaxInFlight), the prefetch count raised with it.
 	InFlight int
 	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
 	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
@@ -173,7 +176,6 @@ func DefaultConfig(url string) Config {
 		URL:             url,
 		ExchangeKind:    KindFanout,
 		QueueType:       QueueClassic,
-		InFlight:        DefaultInFlight,
 		RequeueOnNack:   true,
 		NativeDelay:     true,
 		Confirm:         true,
@@ -206,7 +208,7 @@ func ParseURL(u *url.URL) (Config, error) {
 		cfg.BindingKeys = p.Strings("binding_key")
 	}
 	cfg.QueueType = p.Enum("queue_type", QueueClassic, QueueClassic, QueueQuorum)
-	cfg.InFlight = p.Int("inflight", DefaultInFlight, 1)
+	cfg.InFlight = p.Int("inflight", 0, 1)
 	cfg.InFlightBytes = p.Bytes("inflight_bytes", 0)
 	cfg.NackMode = p.Enum("nack_mode", "", NackRequeue, NackRepublish)
 	cfg.RequeueOnNack = p.Bool("requeue_on_nack", true)
@@ -327,8 +329,8 @@ func (c *Config) validate(r role) error {
 		default:
 			bad("nack_mode", "%q is not one of requeue, republish", c.NackMode)
 		}
-		if c.InFlight <= 0 {
-			bad("inflight", "must be at least 1")
+		if c.InFlight < 0 {
+			bad("inflight", "must not be negative")
 		}
 		if c.InFlight > 65535 {
 			bad("inflight", "at most 65535 (AMQP prefetch count)")

@@ -29,7 +29,7 @@ func TestParseURLDefaults(t *testing.T) {
 	if cfg.URL != "amqp://u:p@h:5672/vh" {
 		t.Errorf("URL %q: the query must be stripped", cfg.URL)
 	}
-	if cfg.Group != "g" || cfg.ExchangeKind != "fanout" || cfg.QueueType != "classic" || cfg.InFlight != 64 ||
+	if cfg.Group != "g" || cfg.ExchangeKind != "fanout" || cfg.QueueType != "classic" || cfg.InFlight != 0 ||
 		!cfg.Confirm || !cfg.Mandatory || !cfg.RequeueOnNack || !cfg.NativeDelay || cfg.PublishChannels != 2 ||
 		cfg.MaxBytes != 16<<20 || cfg.Heartbeat != 10*time.Second || cfg.BindingKeys != nil {
 		t.Errorf("defaults: %+v", cfg)

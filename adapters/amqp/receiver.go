@@ -32,6 +32,9 @@ type receiver struct {
 	// delivered: a delivery arrived on the current consuming channel (a
 	// waiting single active consumer gets none; see subDriver.Assignment).
 	delivered bool
+	// window is the subscription's window, every consuming channel's
+	// prefetch count (see WindowGrew).
+	window int
 
 	// used by Settle only (one goroutine)
 	pub        *pubChan
@@ -68,7 +71,10 @@ func (r *receiver) setup(ctx context.Context) error {
 	if err := sup.rpc(ctx, conn, func() error { return r.d.declareGroup(ch, r.topic) }); err != nil {
 		return fail(err)
 	}
-	if err := sup.rpc(ctx, conn, func() error { return ch.Qos(r.d.cfg.InFlight, 0, false) }); err != nil {
+	r.mu.Lock()
+	prefetch := r.window
+	r.mu.Unlock()
+	if err := sup.rpc(ctx, conn, func() error { return ch.Qos(prefetch, 0, false) }); err != nil {
 		return fail(fmt.Errorf("relay/amqp: setting prefetch: %w", err))
 	}
 	tag := "relay-" + relay.NewID()
@@ -87,6 +93,23 @@ func (r *receiver) setup(ctx context.Context) error {
 	r.outstanding = r.outstanding[:0]
 	r.mu.Unlock()
 	return nil
+}
+
+// WindowGrew implements driver.WindowFollower: the consuming channel's
+// prefetch count follows the grown window, and so does the next one's.
+func (r *receiver) WindowGrew(ctx context.Context, window int) error {
+	r.mu.Lock()
+	r.window = window
+	ch := r.ch
+	r.mu.Unlock()
+	if ch == nil {
+		return nil // the next channel's setup uses it
+	}
+	conn, _, err := r.d.sup.get(ctx)
+	if err != nil {
+		return err
+	}
+	return r.d.sup.rpc(ctx, conn, func() error { return ch.Qos(window, 0, false) })
 }
 
 // lost drops the consuming channel of generation gen; its unacked messages

@@ -71,16 +71,20 @@ func NewSubscriber(ctx context.Context, cfg Config) (*Subscriber, error) {
 		caps:  capabilities(&cfg),
 		log:   cfg.logger().With("backend", "amqp", "group", cfg.Group),
 	}
-	s := driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger, Group: cfg.Group})
+	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
+	d.window = window
+	s := driver.NewSubscriber(d, driver.Options{InFlight: window, MaxInFlight: maxWindow, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger, Group: cfg.Group})
 	return &Subscriber{sharedSubscriber: s, d: d}, nil
 }
 
 type subDriver struct {
-	cfg   Config
-	sup   *supervisor
-	names names
-	caps  relay.Capabilities
-	log   *slog.Logger
+	cfg Config
+	// window is where every subscription's window (and prefetch) starts.
+	window int
+	sup    *supervisor
+	names  names
+	caps   relay.Capabilities
+	log    *slog.Logger
 
 	// requeued remembers the next attempt of messages requeued with
 	// basic.nack on a classic queue (nack_mode=requeue, or a republish
@@ -205,6 +209,7 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 		republish:  d.cfg.nackMode() == NackRepublish,
 		delayReady: map[int]uint64{},
 		log:        d.log.With("topic", topic),
+		window:     d.window,
 	}
 	d.mu.Lock()
 	if d.live == nil {

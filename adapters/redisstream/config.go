@@ -97,7 +97,10 @@ type SubscriberConfig struct {
 	// It does not move an existing group.
 	Start string
 	// InFlight bounds unsettled messages per subscription (inflight=).
-	// Default 64.
+	// Default 0: an adaptive window, starting at DefaultInFlight and
+	// growing up to driver.DefaultMaxInFlight while the handler keeps up
+	// with a backlog (see driver.Options.MaxInFlight); XREADGROUP's COUNT
+	// is the free part of the window.
 	InFlight int
 	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
 	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
@@ -138,7 +141,6 @@ func (c *SubscriberConfig) defaults() {
 		c.Consumer = defaultConsumer()
 	}
 	c.Start = cmp.Or(c.Start, DefaultStart)
-	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
 	c.Block = cmp.Or(c.Block, DefaultBlock)
 	c.ClaimIdle = cmp.Or(c.ClaimIdle, DefaultClaimIdle)
 	c.ClaimEvery = cmp.Or(c.ClaimEvery, DefaultClaimEvery)

@@ -34,8 +34,10 @@ func newSubscriber(ctx context.Context, client *redis.Client, cfg SubscriberConf
 	caps.MaxDelay = maxDelay(cfg.ClaimIdle) // longer NackAfter delays are emulated by the shared layer
 	d := &subDriver{c: client, cfg: cfg, own: own, caps: caps,
 		movers: newMovers(client, cfg.DelayPoll, cfg.Logger.With("backend", "redis"))}
+	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
 	return driver.NewSubscriber(d, driver.Options{
-		InFlight:      cfg.InFlight,
+		InFlight:      window,
+		MaxInFlight:   maxWindow,
 		InFlightBytes: cfg.InFlightBytes,
 		ExtendEvery:   cfg.ClaimIdle / 3,
 		Logger:        cfg.Logger,

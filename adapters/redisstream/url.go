@@ -76,7 +76,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 		Consumer:      p.String("consumer", ""),
 		Prefix:        prefix,
 		Start:         p.Enum("start", DefaultStart, StartOldest, StartNewest),
-		InFlight:      p.Int("inflight", DefaultInFlight, 1),
+		InFlight:      p.Int("inflight", 0, 1),
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
 		Block:         p.Duration("block", DefaultBlock),
 		ClaimIdle:     p.Duration("claim_idle", DefaultClaimIdle),

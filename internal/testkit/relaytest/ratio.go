@@ -207,3 +207,17 @@ func PublishConsumeRatio(b *testing.B, relayPub, rawPub, relayCon, rawCon RatioS
 	b.Run("publish/batch=100", func(b *testing.B) { CompareRates(b, rounds, relayPub, rawPub) })
 	b.Run("consume-ack/window=256", func(b *testing.B) { CompareRates(b, rounds, relayCon, rawCon) })
 }
+
+// DefaultsRatio runs an adapter's benchmarks at the settings a user gets
+// without tuning, each with CompareRates over five rounds: "publish"
+// (relayPub, publishing RatioPayload-byte payloads in batches of
+// RatioBatch, against rawPub) and "consume-ack" (relayCon, a subscriber
+// opened without inflight=, against rawCon). The raw sides are the
+// fastest loop a competent user writes with the client library (batched
+// reads, acks pipelined with the next read), not the same work as relay's
+// tuned ratio benchmarks.
+func DefaultsRatio(b *testing.B, relayPub, rawPub, relayCon, rawCon RatioSide) {
+	const rounds = 5
+	b.Run("publish", func(b *testing.B) { CompareRates(b, rounds, relayPub, rawPub) })
+	b.Run("consume-ack", func(b *testing.B) { CompareRates(b, rounds, relayCon, rawCon) })
+}
