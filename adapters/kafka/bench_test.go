@@ -299,12 +299,15 @@ func fill(b *testing.B, c *cluster, n int) string {
 
 // relayConsumeRate drains a pre-filled topic, acking every message; the
 // clock runs from the first message to the end of Close (final commit),
-// the CPU count from opening the subscriber.
+// the CPU count from opening the subscriber. window 0: the default.
 func relayConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte), params ...string) result {
 	topic := fill(b, c, n)
 	defer c.dropBenchTopic(b, topic)
 	cpu := cpuTime()
-	sub := relaytest.OpenSubscriber(b, c.subURL(unique("g"), append([]string{"inflight", fmt.Sprint(window)}, params...)...))
+	if window > 0 {
+		params = append([]string{"inflight", fmt.Sprint(window)}, params...)
+	}
+	sub := relaytest.OpenSubscriber(b, c.subURL(unique("g"), params...))
 	ch, err := sub.Subscribe(context.Background(), topic)
 	if err != nil {
 		b.Fatal(err)
@@ -365,8 +368,9 @@ func relayBatchConsumeRate(b *testing.B, c *cluster, n, window int, work func([]
 	return measured(n, time.Since(start), cpuTime()-cpu)
 }
 
-// rawConsumeRate does the same with kgo: poll up to window records,
-// process them, commit them synchronously, repeat; then leave the group.
+// rawConsumeRate does the same with kgo: poll up to window records (-1:
+// every buffered one), process them, commit them synchronously, repeat;
+// then leave the group.
 func rawConsumeRate(b *testing.B, c *cluster, n, window int, work func([]byte)) result {
 	topic := fill(b, c, n)
 	defer c.dropBenchTopic(b, topic)

@@ -106,7 +106,11 @@ func relayConsumeRate(b *testing.B, n int) float64 {
 	})
 }
 
-func rawConsumeRate(b *testing.B, n int) float64 {
+func rawConsumeRate(b *testing.B, n int) float64 { return rawFetchRate(b, n, relaytest.RatioWindow) }
+
+// rawFetchRate is nats.go's consume of n messages: Fetch of up to batch
+// messages at a time, each acked (an ack does not wait for the server).
+func rawFetchRate(b *testing.B, n, batch int) float64 {
 	ctx := context.Background()
 	_, js := rawJS(b)
 	topic := newName("bench.consume.")
@@ -120,11 +124,11 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 	fill(b, js, topic, n)
 	start := time.Now()
 	for got := 0; got < n; {
-		batch, err := c.Fetch(min(relaytest.RatioWindow, n-got), jetstream.FetchMaxWait(time.Second))
+		fetched, err := c.Fetch(min(batch, n-got), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			b.Fatal(err)
 		}
-		for m := range batch.Messages() {
+		for m := range fetched.Messages() {
 			if len(m.Data()) != 100 {
 				b.Fatal("bad payload")
 			}
@@ -133,7 +137,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 			}
 			got++
 		}
-		if err := batch.Error(); err != nil {
+		if err := fetched.Error(); err != nil {
 			b.Fatal(err)
 		}
 	}

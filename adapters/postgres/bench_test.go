@@ -114,7 +114,11 @@ func relayConsumeRate(b *testing.B, n int) float64 {
 	return relaytest.ConsumeRate(b, openSub(b, group, "inflight", "256"), topic, n)
 }
 
-func rawConsumeRate(b *testing.B, n int) float64 {
+func rawConsumeRate(b *testing.B, n int) float64 { return rawClaimRate(b, n, relaytest.RatioWindow) }
+
+// rawClaimRate is pgx's consume of n messages: claims of up to window
+// deliveries, each batch acked with one statement.
+func rawClaimRate(b *testing.B, n, window int) float64 {
 	ctx := context.Background()
 	pool := rawPool(b)
 	openPub(b)
@@ -123,7 +127,7 @@ func rawConsumeRate(b *testing.B, n int) float64 {
 	analyze(b, pool)
 	start := time.Now()
 	for got := 0; got < n; {
-		rows, err := pool.Query(ctx, rawClaim, topic, group, relaytest.RatioWindow)
+		rows, err := pool.Query(ctx, rawClaim, topic, group, window)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -78,7 +78,10 @@ type SubscriberConfig struct {
 	// Schema holds relay's tables (schema=). Default "relay".
 	Schema string
 	// InFlight bounds unsettled messages per subscription (inflight=), and
-	// so how many rows one claim takes. Default 64.
+	// so how many rows one claim takes. Default 0: an adaptive window,
+	// starting at DefaultInFlight and growing up to driver.DefaultMaxInFlight
+	// while the handler keeps up with a backlog (see
+	// driver.Options.MaxInFlight).
 	InFlight int
 	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
 	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
@@ -108,7 +111,6 @@ type SubscriberConfig struct {
 
 func (c *SubscriberConfig) defaults() {
 	c.Schema = cmp.Or(c.Schema, DefaultSchema)
-	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.Poll = cmp.Or(c.Poll, DefaultPoll)
 	c.PingInterval = cmp.Or(c.PingInterval, DefaultPingInterval)

@@ -32,7 +32,8 @@ func newSubscriber(ctx context.Context, pool *pgxpool.Pool, cfg SubscriberConfig
 		return nil, err
 	}
 	d.l = startListener(pool.Config().ConnConfig.Copy(), d.q, cfg.PingInterval, cfg.Logger)
-	return driver.NewSubscriber(d, rowqueue.Options(cfg.Group, cfg.InFlight, cfg.InFlightBytes, cfg.Lease, cfg.Logger)), nil
+	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
+	return driver.NewSubscriber(d, rowqueue.Options(cfg.Group, window, maxWindow, cfg.InFlightBytes, cfg.Lease, cfg.Logger)), nil
 }
 
 type subDriver struct {

@@ -104,7 +104,10 @@ type SubscriberConfig struct {
 	// Group is the group of competing consumers (group=). Required.
 	Group string
 	// InFlight bounds unsettled messages per subscription (inflight=), and
-	// so how many rows one claim takes. Default 64.
+	// so how many rows one claim takes. Default 0: an adaptive window,
+	// starting at DefaultInFlight and growing up to driver.DefaultMaxInFlight
+	// while the handler keeps up with a backlog (see
+	// driver.Options.MaxInFlight).
 	InFlight int
 	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
 	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
@@ -151,7 +154,6 @@ func (c *SubscriberConfig) Validate() error {
 
 func (c *SubscriberConfig) defaults() {
 	c.File.defaults()
-	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.Poll = cmp.Or(c.Poll, DefaultPoll)
 	c.Logger = cmp.Or(c.Logger, slog.Default())

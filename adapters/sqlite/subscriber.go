@@ -37,7 +37,8 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		return nil, err
 	}
 	d := &subDriver{s: s, cfg: cfg, caps: capabilities(DefaultMaxBytes)}
-	return driver.NewSubscriber(d, rowqueue.Options(cfg.Group, cfg.InFlight, cfg.InFlightBytes, cfg.Lease, cfg.Logger)), nil
+	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
+	return driver.NewSubscriber(d, rowqueue.Options(cfg.Group, window, maxWindow, cfg.InFlightBytes, cfg.Lease, cfg.Logger)), nil
 }
 
 type subDriver struct {

@@ -64,7 +64,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 	if c.pub.MaxBytes > maxBytesLimit {
 		p.Fail("max_bytes", "%d exceeds the adapter's limit of %d (512 MiB)", c.pub.MaxBytes, maxBytesLimit)
 	}
-	rp := rowqueue.ReadParams(p, subscriber, rowqueue.Params{InFlight: DefaultInFlight, Lease: DefaultLease, Poll: DefaultPoll}, minLease)
+	rp := rowqueue.ReadParams(p, subscriber, rowqueue.Params{Lease: DefaultLease, Poll: DefaultPoll}, minLease)
 	c.sub = SubscriberConfig{File: f, Group: rp.Group, InFlight: rp.InFlight, InFlightBytes: rp.InFlightBytes,
 		Lease: rp.Lease, Poll: rp.Poll, MaxAge: p.Duration("max_age", 0)}
 	return c, p.Err()

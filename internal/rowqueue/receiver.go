@@ -45,9 +45,11 @@ func Capabilities(backend string, maxBytes, maxBatch int, maxBytesSetBy string) 
 // of group: leases extended every third of lease, and a fast handler's acks
 // settling the whole window at once (acks go with the next claim, see
 // Receiver.Settle, and a claim costs more than acks), so that each claim
-// takes a window, not half.
-func Options(group string, inFlight int, inFlightBytes int64, lease time.Duration, log *slog.Logger) driver.Options {
-	return driver.Options{Group: group, InFlight: inFlight, InFlightBytes: inFlightBytes, ExtendEvery: lease / 3, SettleBatch: inFlight, Logger: log}
+// takes a window, not half. inFlight and maxInFlight are the window and
+// how far it may grow (driver.AdaptiveWindow).
+func Options(group string, inFlight, maxInFlight int, inFlightBytes int64, lease time.Duration, log *slog.Logger) driver.Options {
+	return driver.Options{Group: group, InFlight: inFlight, MaxInFlight: maxInFlight, InFlightBytes: inFlightBytes,
+		ExtendEvery: lease / 3, SettleBatch: inFlight, Logger: log}
 }
 
 // Nack is a nacked row and how long it stays unclaimable.

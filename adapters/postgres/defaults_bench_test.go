@@ -1,0 +1,30 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/go-relay/relay/internal/testkit/relaytest"
+)
+
+// BenchmarkDefaults compares relay at its defaults (a subscriber URL with
+// a group and nothing else) with the fastest pgx loop: publishing as
+// rawPublishRate does; consuming with claims of rawBestClaim deliveries,
+// each batch acked with one statement. Use a fixed count:
+//
+//	go test -run '^$' -bench Defaults -benchtime 20000x ./adapters/postgres/
+func BenchmarkDefaults(b *testing.B) {
+	relaytest.DefaultsRatio(b, relayPublishRate, rawPublishRate, relayDefaultConsumeRate,
+		func(b *testing.B, n int) float64 { return rawClaimRate(b, n, rawBestClaim) })
+}
+
+// rawBestClaim is the best raw loop's claim size.
+const rawBestClaim = 1000
+
+func relayDefaultConsumeRate(b *testing.B, n int) float64 {
+	pool := rawPool(b)
+	openPub(b)
+	topic, group := provisioned(b, pool)
+	rawPublish(b, pool, topic, n)
+	analyze(b, pool)
+	return relaytest.ConsumeRate(b, openSub(b, group), topic, n)
+}
