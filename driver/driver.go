@@ -244,7 +244,8 @@ type ReceiveLimiter interface {
 // WindowLimiter is optionally implemented by a Receiver whose broker
 // bounds the unsettled messages of the whole group (NATS JetStream's
 // max_ack_pending): a positive WindowLimit below Options.InFlight becomes
-// the subscription's window, so that one member of the group cannot hold
+// the subscription's window, and an adaptive window (Options.MaxInFlight)
+// grows no further than it, so that one member of the group cannot hold
 // what the others need. It is called once, before the first Receive; the
 // receiver says why it limits (a log line) itself.
 type WindowLimiter interface {

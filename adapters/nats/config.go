@@ -77,7 +77,10 @@ type SubscriberConfig struct {
 	// pull consumer per topic. Required.
 	Group string
 	// InFlight bounds unsettled messages per subscription (inflight=).
-	// Default 64.
+	// Default 0: an adaptive window, starting at DefaultInFlight and
+	// growing up to driver.DefaultMaxInFlight, and to half the consumer's
+	// max_ack_pending, while the handler keeps up with a backlog (see
+	// driver.Options.MaxInFlight).
 	InFlight int
 	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
 	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),

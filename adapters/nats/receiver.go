@@ -20,9 +20,8 @@ type receiver struct {
 	pull   *puller
 	nc     *natsgo.Conn
 	stream string
-	// window is the subscription's window when the consumer's
-	// max_ack_pending bounds it below the subscriber's InFlight (see
-	// WindowLimit); 0 otherwise.
+	// window is the most the subscription's window may be: half the
+	// consumer's max_ack_pending (see WindowLimit); 0 when it has none.
 	window int
 	out    []driver.Received // reused from call to call
 

@@ -17,10 +17,9 @@ import (
 )
 
 func (c *SubscriberConfig) defaults() {
-	c.InFlight = cmp.Or(c.InFlight, DefaultInFlight)
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = max(DefaultMaxAckPending, c.InFlight*MembersPerGroup)
+		c.MaxAckPending = max(DefaultMaxAckPending, cmp.Or(c.InFlight, DefaultInFlight)*MembersPerGroup)
 	}
 	c.FetchWait = cmp.Or(c.FetchWait, DefaultFetchWait)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
@@ -45,9 +44,12 @@ func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig, own b
 	if err != nil {
 		return nil, err
 	}
-	d := &subDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, cfg: cfg, caps: capabilities(int(nc.MaxPayload()))}
+	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
+	d := &subDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, cfg: cfg,
+		caps: capabilities(int(nc.MaxPayload())), window: window, maxWindow: maxWindow}
 	return driver.NewSubscriber(d, driver.Options{
-		InFlight:      cfg.InFlight,
+		InFlight:      window,
+		MaxInFlight:   maxWindow,
 		InFlightBytes: cfg.InFlightBytes,
 		ExtendEvery:   cfg.AckWait / 3,
 		Logger:        cfg.Logger,
@@ -63,6 +65,9 @@ type subDriver struct {
 	cfg     SubscriberConfig
 	caps    relay.Capabilities
 	warned  sync.Map // stream + "/" + consumer whose window cap was logged
+	// window is where a subscription's window starts, maxWindow how far an
+	// adaptive one grows (both InFlight when the user set it).
+	window, maxWindow int
 }
 
 func (d *subDriver) Capabilities() relay.Capabilities { return d.caps }
@@ -157,9 +162,11 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	if info != nil {
 		r.window = d.windowLimit(info)
 	}
-	window := d.cfg.InFlight
+	// The largest the window gets: the puller's buffer holds two requests
+	// of it.
+	window := d.maxWindow
 	if r.window > 0 {
-		window = r.window
+		window = min(window, r.window)
 	}
 	if r.pull, err = newPuller(d.nc, c, stream, d.consumerName(topic), d.cfg.FetchWait, window); err != nil {
 		return nil, err
@@ -167,18 +174,22 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	return r, nil
 }
 
-// windowLimit is the window of a subscription on the consumer info
-// describes: half its MaxAckPending when the subscriber's InFlight is
-// more, so that one member never holds what the group's others need (the
-// server delivers nothing to anyone while the group holds MaxAckPending
-// unacknowledged messages); 0 (InFlight) otherwise. The first time it caps
-// a consumer's windows it logs a warning saying so.
+// windowLimit is the most a subscription's window may be on the consumer
+// info describes: half its MaxAckPending, so that one member never holds
+// what the group's others need (the server delivers nothing to anyone
+// while the group holds MaxAckPending unacknowledged messages), and an
+// adaptive window grows no further; 0 when the consumer has no limit. The
+// first time it caps a window the user set (inflight=) it logs a warning
+// saying so.
 func (d *subDriver) windowLimit(info *jetstream.ConsumerInfo) int {
 	maxPending := info.Config.MaxAckPending
-	if maxPending <= 0 || d.cfg.InFlight <= maxPending/2 {
+	if maxPending <= 0 {
 		return 0
 	}
 	limit := max(1, maxPending/2)
+	if d.cfg.InFlight == 0 || d.cfg.InFlight <= limit {
+		return limit
+	}
 	if _, seen := d.warned.LoadOrStore(info.Stream+"/"+info.Name, true); !seen {
 		d.cfg.Logger.Warn("relay/nats: the group's consumer allows fewer unacknowledged messages than two windows; "+
 			"this subscriber's window is capped at half of them so that other members of the group are not starved. "+

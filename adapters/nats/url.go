@@ -118,7 +118,7 @@ func parseURL(u *url.URL, subscriber bool) (urlConfig, error) {
 
 	c.sub = SubscriberConfig{
 		Group:         p.Group(subscriber),
-		InFlight:      p.Int("inflight", DefaultInFlight, 1),
+		InFlight:      p.Int("inflight", 0, 1),
 		InFlightBytes: p.Bytes("inflight_bytes", 0),
 		AckWait:       p.Duration("ack_wait", DefaultAckWait),
 		MaxDeliver:    p.Int("max_deliver", 0, 0),
