@@ -100,9 +100,15 @@ func rawPublishRate(b *testing.B, base string, n int) float64 {
 }
 
 func relayConsumeRate(b *testing.B, base string, n int) float64 {
+	return relayConsumeRateWith(b, base, n, "inflight", fmt.Sprint(benchWindow))
+}
+
+// relayConsumeRateWith is relayConsumeRate with the subscriber URL's
+// parameters besides group=.
+func relayConsumeRateWith(b *testing.B, base string, n int, params ...string) float64 {
 	ctx := context.Background()
 	topic := newName("bench/consume/")
-	sub := openSub(b, base, newName("g"), "inflight", fmt.Sprint(benchWindow))
+	sub := openSub(b, base, newName("g"), params...)
 	if err := sub.(relay.Provisioner).Provision(ctx, topic); err != nil {
 		b.Fatal(err)
 	}
