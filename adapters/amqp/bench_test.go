@@ -261,14 +261,25 @@ func rawPublishRate(b *testing.B, n, batch int) float64 {
 }
 
 func relayConsumeRate(b *testing.B, n, window int) float64 {
+	return relayConsumeRateWith(b, n, "inflight", fmt.Sprint(window))
+}
+
+// relayConsumeRateWith is relayConsumeRate with the subscriber URL's
+// parameters besides group=.
+func relayConsumeRateWith(b *testing.B, n int, params ...string) float64 {
 	c := newCleaner(b)
 	group := unique("g")
 	topic := fillQueue(b, c, group, n)
-	sub := openSub(b, c, group, "inflight", fmt.Sprint(window))
+	sub := openSub(b, c, group, params...)
 	return relaytest.AckLoopRate(b, sub, topic, n, nil)
 }
 
-func rawConsumeRate(b *testing.B, n, window int) float64 {
+func rawConsumeRate(b *testing.B, n, window int) float64 { return rawConsumeAcking(b, n, window, 1) }
+
+// rawConsumeAcking is amqp091-go's consume of n messages with a prefetch
+// of window: each delivery acked alone (ackEvery 1), or one multiple ack
+// per ackEvery deliveries.
+func rawConsumeAcking(b *testing.B, n, window, ackEvery int) float64 {
 	c := newCleaner(b)
 	group := unique("g")
 	topic := fillQueue(b, c, group, n)
@@ -282,13 +293,18 @@ func rawConsumeRate(b *testing.B, n, window int) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for range n {
+	for i := 1; i <= n; i++ {
 		d, ok := <-dels
 		if !ok {
 			b.Fatal("deliveries closed")
 		}
-		if err := d.Ack(false); err != nil {
-			b.Fatal(err)
+		if len(d.Body) != benchPayload {
+			b.Fatal("bad payload")
+		}
+		if i%ackEvery == 0 || i == n {
+			if err := d.Ack(ackEvery > 1); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	return float64(n) / time.Since(start).Seconds()

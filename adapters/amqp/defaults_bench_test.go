@@ -2,7 +2,6 @@ package amqp_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
@@ -18,15 +17,8 @@ func BenchmarkDefaults(b *testing.B) {
 	relaytest.DefaultsRatio(b,
 		func(b *testing.B, n int) float64 { return relayPublishRate(b, n, relaytest.RatioBatch) },
 		func(b *testing.B, n int) float64 { return rawPublishRate(b, n, relaytest.RatioBatch) },
-		relayDefaultConsumeRate, rawBestConsumeRate)
-}
-
-func relayDefaultConsumeRate(b *testing.B, n int) float64 {
-	c := newCleaner(b)
-	group := unique("g")
-	topic := fillQueue(b, c, group, n)
-	sub := openSub(b, c, group)
-	return relaytest.AckLoopRate(b, sub, topic, n, nil)
+		func(b *testing.B, n int) float64 { return relayConsumeRateWith(b, n) },
+		func(b *testing.B, n int) float64 { return rawConsumeAcking(b, n, rawBestPrefetch, rawBestAckEvery) })
 }
 
 // The best raw loop's prefetch count and how many deliveries one
@@ -35,34 +27,3 @@ const (
 	rawBestPrefetch = 1000
 	rawBestAckEvery = 250
 )
-
-func rawBestConsumeRate(b *testing.B, n int) float64 {
-	c := newCleaner(b)
-	group := unique("g")
-	topic := fillQueue(b, c, group, n)
-	ch := rawChannel(b)
-	defer ch.Close()
-	start := time.Now()
-	if err := ch.Qos(rawBestPrefetch, 0, false); err != nil {
-		b.Fatal(err)
-	}
-	dels, err := ch.Consume(topic+"."+group, "", false, false, false, false, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := 1; i <= n; i++ {
-		d, ok := <-dels
-		if !ok {
-			b.Fatal("deliveries closed")
-		}
-		if len(d.Body) != benchPayload {
-			b.Fatal("bad payload")
-		}
-		if i%rawBestAckEvery == 0 || i == n {
-			if err := d.Ack(true); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	return float64(n) / time.Since(start).Seconds()
-}

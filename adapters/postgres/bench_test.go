@@ -106,12 +106,18 @@ func rawPublishRate(b *testing.B, n int) float64 {
 }
 
 func relayConsumeRate(b *testing.B, n int) float64 {
+	return relayConsumeRateWith(b, n, "inflight", fmt.Sprint(relaytest.RatioWindow))
+}
+
+// relayConsumeRateWith is relayConsumeRate with the subscriber URL's
+// parameters besides group=.
+func relayConsumeRateWith(b *testing.B, n int, params ...string) float64 {
 	pool := rawPool(b)
 	openPub(b)
 	topic, group := provisioned(b, pool)
 	rawPublish(b, pool, topic, n)
 	analyze(b, pool)
-	return relaytest.ConsumeRate(b, openSub(b, group, "inflight", "256"), topic, n)
+	return relaytest.ConsumeRate(b, openSub(b, group, params...), topic, n)
 }
 
 func rawConsumeRate(b *testing.B, n int) float64 { return rawClaimRate(b, n, relaytest.RatioWindow) }

@@ -13,18 +13,10 @@ import (
 //
 //	go test -run '^$' -bench Defaults -benchtime 20000x ./adapters/postgres/
 func BenchmarkDefaults(b *testing.B) {
-	relaytest.DefaultsRatio(b, relayPublishRate, rawPublishRate, relayDefaultConsumeRate,
+	relaytest.DefaultsRatio(b, relayPublishRate, rawPublishRate,
+		func(b *testing.B, n int) float64 { return relayConsumeRateWith(b, n) },
 		func(b *testing.B, n int) float64 { return rawClaimRate(b, n, rawBestClaim) })
 }
 
 // rawBestClaim is the best raw loop's claim size.
 const rawBestClaim = 1000
-
-func relayDefaultConsumeRate(b *testing.B, n int) float64 {
-	pool := rawPool(b)
-	openPub(b)
-	topic, group := provisioned(b, pool)
-	rawPublish(b, pool, topic, n)
-	analyze(b, pool)
-	return relaytest.ConsumeRate(b, openSub(b, group), topic, n)
-}

@@ -217,10 +217,16 @@ func rawPublishRate(b *testing.B, n int) float64 {
 }
 
 func relayConsumeRate(b *testing.B, n int) float64 {
+	return relayConsumeRateWith(b, n, "inflight", fmt.Sprint(relaytest.RatioWindow))
+}
+
+// relayConsumeRateWith is relayConsumeRate with the subscriber URL's
+// parameters besides group=.
+func relayConsumeRateWith(b *testing.B, n int, params ...string) float64 {
 	raw := rawClient(b)
 	topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
 	defer raw.Del(context.Background(), topic)
-	sub := openSub(b, group, "inflight", fmt.Sprint(relaytest.RatioWindow))
+	sub := openSub(b, group, params...)
 	provision(b, sub, topic)
 	fill(b, raw, topic, n)
 	return relaytest.AckLoopRate(b, sub, topic, n, nil)

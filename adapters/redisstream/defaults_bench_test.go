@@ -18,17 +18,8 @@ import (
 //
 //	go test -run '^$' -bench Defaults -benchtime 50000x ./adapters/redisstream/
 func BenchmarkDefaults(b *testing.B) {
-	relaytest.DefaultsRatio(b, relayPublishRate, rawPublishRate, relayDefaultConsumeRate, rawBestConsumeRate)
-}
-
-func relayDefaultConsumeRate(b *testing.B, n int) float64 {
-	raw := rawClient(b)
-	topic, group := relaytest.Unique("bench-consume"), relaytest.Unique("g")
-	defer raw.Del(context.Background(), topic)
-	sub := openSub(b, group)
-	provision(b, sub, topic)
-	fill(b, raw, topic, n)
-	return relaytest.AckLoopRate(b, sub, topic, n, nil)
+	relaytest.DefaultsRatio(b, relayPublishRate, rawPublishRate,
+		func(b *testing.B, n int) float64 { return relayConsumeRateWith(b, n) }, rawBestConsumeRate)
 }
 
 // rawBestCount is the best raw loop's XREADGROUP COUNT.

@@ -84,16 +84,26 @@ func rawPublishRate(b *testing.B, n int) float64 {
 }
 
 func relayConsumeRate(b *testing.B, n int) float64 {
-	base, raw, topic, group := benchFile(b)
-	rawPublish(b, raw, topic, n)
-	return relaytest.ConsumeRate(b, openSub(b, base, group, "inflight", strconv.Itoa(benchWindow)), topic, n)
+	return relayConsumeRateWith(b, n, "inflight", strconv.Itoa(benchWindow))
 }
 
-func rawConsumeRate(b *testing.B, n int) float64 {
+// relayConsumeRateWith is relayConsumeRate with the subscriber URL's
+// parameters besides group=.
+func relayConsumeRateWith(b *testing.B, n int, params ...string) float64 {
+	base, raw, topic, group := benchFile(b)
+	rawPublish(b, raw, topic, n)
+	return relaytest.ConsumeRate(b, openSub(b, base, group, params...), topic, n)
+}
+
+func rawConsumeRate(b *testing.B, n int) float64 { return rawClaimRate(b, n, benchWindow) }
+
+// rawClaimRate is the raw consume of n messages in claims of up to
+// window rows.
+func rawClaimRate(b *testing.B, n, window int) float64 {
 	_, raw, topic, group := benchFile(b)
 	rawPublish(b, raw, topic, n)
 	start := time.Now()
-	if err := raw.Drain(context.Background(), topic, group, n, benchWindow); err != nil {
+	if err := raw.Drain(context.Background(), topic, group, n, window); err != nil {
 		b.Fatal(err)
 	}
 	return float64(n) / time.Since(start).Seconds()
