@@ -166,7 +166,11 @@ type SubscriberConfig struct {
 	// documentation.
 	Start string
 	// InFlight bounds the unsettled messages of one subscription, across
-	// its partitions (inflight=). Default 256.
+	// its partitions (inflight=). Default 0: an adaptive window, starting
+	// at DefaultInFlight and growing up to driver.DefaultMaxInFlight while
+	// the handler keeps up with a backlog (see driver.Options.MaxInFlight).
+	// A set value is fixed. An exactly-once pair's window is one
+	// transaction, so it is fixed: DefaultInFlight when 0.
 	InFlight int
 	// InFlightBytes bounds the bytes (payload, ID, Key, metadata) of the
 	// unsettled messages per subscription (inflight_bytes=, e.g. 64MiB),
@@ -337,9 +341,6 @@ func (c *SubscriberConfig) defaults() {
 	c.Config.defaults()
 	if c.Start == "" {
 		c.Start = StartEarliest
-	}
-	if c.InFlight <= 0 {
-		c.InFlight = DefaultInFlight
 	}
 	if c.SessionTimeout <= 0 {
 		c.SessionTimeout = DefaultSessionTimeout

@@ -54,7 +54,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Start != StartEarliest || s.InFlight != DefaultInFlight || s.Balancer != "cooperative-sticky" || s.ReadUncommitted ||
+	if s.Start != StartEarliest || s.InFlight != 0 || s.Balancer != "cooperative-sticky" || s.ReadUncommitted ||
 		s.NoCreateTopics || s.SessionTimeout != DefaultSessionTimeout || s.MaxUncommitted != DefaultMaxUncommitted || s.SharePayloads {
 		t.Fatalf("subscriber defaults: %+v", s)
 	}

@@ -29,7 +29,8 @@
 // they are. A second concurrent subscription of a topic the subscriber
 // already consumes joins as another member and competes with the first.
 // Each subscription has its own window: up to InFlight messages are
-// unsettled at a time, across its topic's partitions, with up to two more
+// unsettled at a time, across its topic's partitions (unset: 256, growing
+// to 1024 while the handler keeps up), with up to two more of the largest
 // windows fetched ahead; a topic whose fetched-ahead records wait over a
 // second for a slow or stuck subscription is paused, so that it holds
 // back the member's other topics for at most that second.

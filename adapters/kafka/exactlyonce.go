@@ -102,6 +102,9 @@ func sameCluster(a, b []string) bool {
 // membership.
 func NewExactlyOnce(ctx context.Context, cfg ExactlyOnceConfig) (relay.ExactlyOnceSubscriber, relay.Publisher, error) {
 	cfg.Subscriber.defaults()
+	if cfg.Subscriber.InFlight == 0 {
+		cfg.Subscriber.InFlight = DefaultInFlight // one transaction: not adaptive
+	}
 	pc := cfg.Publisher
 	pc.Config = cfg.Subscriber.Config
 	cfg.Publisher.defaults()

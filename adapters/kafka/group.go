@@ -194,12 +194,12 @@ func (m *member) pollSize() int {
 // pollSizeFor is how many records the next poll takes, given what the
 // client has buffered: all of it when every fetched topic's queue can take
 // it whole (receiver.takesWhole), otherwise what every such queue has room
-// for (receiver.pollRoom), at most max(64, inflight). Records beyond it
+// for (receiver.pollRoom), at most max(64, the largest window). Records beyond it
 // stay in the client's buffer. The count, not "all", bounds the poll, so
 // that a fetch that replaced the buffered one meanwhile (a rebalance
 // drops a buffered fetch) is not taken whole unchecked.
 func (m *member) pollSizeFor(records, bytes int) int {
-	n := max(64, m.d.cfg.InFlight)
+	n := max(64, m.d.maxWindow)
 	whole := records > 0
 	m.mu.Lock()
 	defer m.mu.Unlock()

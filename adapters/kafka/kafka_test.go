@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/kafka"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
@@ -399,6 +400,50 @@ func TestMaxUncommitted(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d distinct of %d", len(seen), n)
+	}
+}
+
+// TestAdaptiveWindow: a subscription whose URL sets no inflight= starts at
+// DefaultInFlight unsettled messages and, while its handler keeps up with
+// a backlog, grows its window (up to driver.DefaultMaxInFlight): once the
+// handler stops acking, more than DefaultInFlight messages reach it.
+func TestAdaptiveWindow(t *testing.T) {
+	c := newCluster(t)
+	topic := unique("adaptive")
+	c.createTopic(t, topic, 1)
+	pub := relaytest.OpenPublisher(t, c.url())
+	const n, acked = 6000, 4000
+	publishN(t, pub, topic, n, nil)
+	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
+	ch, err := sub.Subscribe(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range acked {
+		m := recv(t, ch)
+		if want := fmt.Sprintf("m%d", i); string(m.Payload) != want {
+			t.Fatalf("message %d: payload %q, want %q", i, m.Payload, want)
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := 0
+	for {
+		select {
+		case m := <-ch:
+			if want := fmt.Sprintf("m%d", acked+held); string(m.Payload) != want {
+				t.Fatalf("held message %d: payload %q, want %q", held, m.Payload, want)
+			}
+			held++
+			continue
+		case <-time.After(time.Second):
+		}
+		break
+	}
+	if held <= kafka.DefaultInFlight || held > driver.DefaultMaxInFlight {
+		t.Fatalf("%d messages unsettled at once after a backlog the handler kept up with, want more than %d (the starting window) and at most %d",
+			held, kafka.DefaultInFlight, driver.DefaultMaxInFlight)
 	}
 }
 

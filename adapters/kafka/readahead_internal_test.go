@@ -52,7 +52,7 @@ func TestPollSize(t *testing.T) {
 		{"a paused topic does not count", map[string]*receiver{"a": recv(0, 256), "b": func() *receiver { r := recv(4<<20, 256); r.topicPaused = true; return r }()}, 12000, 3 << 20, 12000},
 		{"before any record: one", map[string]*receiver{"a": recv(0, 0)}, 0, 0, 1},
 	} {
-		m := &member{d: &subDriver{cfg: SubscriberConfig{InFlight: 256}}, recvs: tc.recvs}
+		m := &member{d: &subDriver{maxWindow: 256}, recvs: tc.recvs}
 		if got := m.pollSizeFor(tc.records, tc.bytes); got != tc.want {
 			t.Errorf("%s: pollSizeFor(%d, %d) = %d, want %d", tc.name, tc.records, tc.bytes, got, tc.want)
 		}

@@ -96,7 +96,7 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		d:              d,
 		topic:          topic,
 		log:            d.cfg.Logger.With("backend", "kafka", "topic", topic, "group", d.cfg.Group),
-		window:         max(1, d.cfg.InFlight),
+		window:         max(1, d.maxWindow),
 		aheadBytes:     max(1, d.cfg.FetchMaxBytes),
 		maxUncommitted: d.cfg.MaxUncommitted,
 		commitInterval: d.cfg.CommitInterval,

@@ -58,9 +58,13 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		health: h,
 	}
 	d.movers = newMovers(d)
-	// SettleBatch: the whole window, so that a fast handler's acks become
-	// one offset commit per window, as a PollRecords + commit loop makes.
-	return driver.NewSubscriber(d, driver.Options{InFlight: cfg.InFlight, InFlightBytes: cfg.InFlightBytes, SettleBatch: cfg.InFlight, Logger: cfg.Logger, BrokerTimeout: brokerTimeout, Group: cfg.Group}), nil
+	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
+	d.maxWindow = maxWindow
+	// SettleBatch: the whole window (the driver scales it as the window
+	// grows), so that a fast handler's acks become one offset commit per
+	// window, as a PollRecords + commit loop makes.
+	return driver.NewSubscriber(d, driver.Options{InFlight: window, MaxInFlight: maxWindow, InFlightBytes: cfg.InFlightBytes,
+		SettleBatch: window, Logger: cfg.Logger, BrokerTimeout: brokerTimeout, Group: cfg.Group}), nil
 }
 
 type subDriver struct {
@@ -70,8 +74,12 @@ type subDriver struct {
 	adm    *kadm.Client
 	topics *topicMaker
 	caps   relay.Capabilities
-	scope  string  // identifies brokers and group for the attempt memory
-	health *health // shared by the admin client and every member's client
+	scope  string // identifies brokers and group for the attempt memory
+	// maxWindow is the largest a subscription's window grows: cfg.InFlight
+	// when set, driver.DefaultMaxInFlight for an adaptive window. The
+	// read-ahead and poll sizes follow it.
+	maxWindow int
+	health    *health // shared by the admin client and every member's client
 
 	gmu     sync.Mutex
 	members []*member // group members of this subscriber; see Subscribe

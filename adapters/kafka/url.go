@@ -96,7 +96,7 @@ func parseURL(u *url.URL, subscriber bool) (PublisherConfig, SubscriberConfig, e
 	sc := SubscriberConfig{Config: common}
 	sc.Group = p.String("group", "")
 	sc.Start = p.Enum("start", StartEarliest, StartEarliest, StartLatest)
-	sc.InFlight = p.Int("inflight", DefaultInFlight, 1)
+	sc.InFlight = p.Int("inflight", 0, 1)
 	sc.InFlightBytes = p.Bytes("inflight_bytes", 0)
 	sc.SessionTimeout = p.Duration("session_timeout", DefaultSessionTimeout)
 	sc.HeartbeatInterval = p.Duration("heartbeat_interval", DefaultHeartbeat)
