@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-relay/relay"
 )
@@ -180,5 +181,54 @@ func TestAdaptiveWindowHelper(t *testing.T) {
 	}
 	if s, m := AdaptiveWindow(10, 64); s != 10 || m != 10 {
 		t.Errorf("AdaptiveWindow(10, 64) = %d, %d; want a fixed 10", s, m)
+	}
+}
+
+// pushRecv is a followRecv whose Receive returns one message a call, as a
+// broker that pushes deliveries (AMQP) has them: seldom a full batch.
+type pushRecv struct{ *followRecv }
+
+func (p pushRecv) Receive(ctx context.Context, _ int) ([]Received, error) {
+	return p.followRecv.Receive(ctx, 1)
+}
+
+type pushSub struct{ r pushRecv }
+
+func (f pushSub) Subscribe(context.Context, string) (Receiver, error) { return f.r, nil }
+func (pushSub) Capabilities() relay.Capabilities                      { return relay.Capabilities{} }
+func (pushSub) Close() error                                          { return nil }
+
+// TestAdaptiveWindowFollowsPushedDeliveries: a broker that holds the
+// window itself (a WindowFollower) and pushes deliveries a few at a time
+// still grows the window of a handler that keeps up: a delivery that finds
+// the handler idle while its settlements wait for their flush counts as a
+// full batch would.
+func TestAdaptiveWindowFollowsPushedDeliveries(t *testing.T) {
+	const n = 300
+	r := pushRecv{&followRecv{fakeRecv: newFakeRecv(n)}}
+	r.cost = 100 * time.Microsecond // deliveries come apart: the handler waits for each
+	s := NewSubscriber(pushSub{r}, Options{InFlight: 8, MaxInFlight: 64})
+	consumeAll(t, s, n, false)
+	if got, want := r.windows(), []int{16, 32, 64}; !slices.Equal(got, want) {
+		t.Errorf("window grew to %v, want %v", got, want)
+	}
+}
+
+// TestIdleHandlerSharesFlushes: a handler that acks each message as it
+// comes, and so holds nothing between deliveries, has its settlements sent
+// at most once per SettleLinger, not one broker call per message.
+func TestIdleHandlerSharesFlushes(t *testing.T) {
+	const n = 300
+	r := pushRecv{&followRecv{fakeRecv: newFakeRecv(n)}}
+	r.cost = 100 * time.Microsecond // deliveries come apart: the handler waits for each
+	s := NewSubscriber(pushSub{r}, Options{InFlight: 1000, SettleLinger: 20 * time.Millisecond})
+	consumeAll(t, s, n, false)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.settled) != n {
+		t.Fatalf("%d settled, want %d", len(r.settled), n)
+	}
+	if len(r.calls) > n/10 {
+		t.Errorf("%d Settle calls for %d messages acked one at a time by an idle handler; want them shared (at most %d)", len(r.calls), n, n/10)
 	}
 }

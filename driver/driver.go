@@ -322,8 +322,10 @@ type Options struct {
 	// timeout. Default DefaultCloseTimeout (5s).
 	CloseTimeout time.Duration
 	// SettleLinger is how long settlements may wait to fill a batch of
-	// SettleBatch before they are sent; they are sent at once
-	// when nothing else is held. Default 1ms.
+	// SettleBatch before they are sent. When the handler holds nothing
+	// else they are sent at once, but at most once per SettleLinger: a
+	// handler that keeps catching up with a busy stream shares one broker
+	// call per SettleLinger. Default 1ms.
 	SettleLinger time.Duration
 	// SettleBatch is how many pending settlements are sent without
 	// lingering (and so, with a fast handler, how many window slots are
@@ -377,8 +379,12 @@ func AdaptiveWindow(inflight, adapterDefault int) (start, maxWindow int) {
 // holds the window itself (an AMQP channel's prefetch count): when an
 // adaptive window grows (Options.MaxInFlight), WindowGrew is called with
 // the new window, from the receive loop between its Receive calls, so
-// that the broker lets that many messages be unsettled. An error is
-// logged; the window stays grown.
+// that the broker lets that many messages be unsettled (it must apply to
+// the consumer that is running). An error is logged; the window stays
+// grown. Such a broker counts the messages on their way to the receiver
+// too, so a Receive seldom returns a full batch: for a follower, a Receive
+// that finds the handler idle while its settlements wait for their flush
+// also grows the window.
 type WindowFollower interface {
 	WindowGrew(ctx context.Context, window int) error
 }

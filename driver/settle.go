@@ -62,22 +62,47 @@ func (s *subscription) Settle(id uint64, st Settlement) error {
 	return nil
 }
 
-// urgentLocked reports whether pending settlements should be sent without
-// lingering: the batch is big enough, or nothing else is held, so no more
-// settlements are coming soon.
+// urgentLocked reports whether the flusher should look at the pending
+// settlements before its linger ends: the batch is big enough, or nothing
+// else is held, so no more settlements are coming soon (see
+// flushWaitLocked).
 func (s *subscription) urgentLocked() bool {
 	return len(s.pending) >= s.flushAt || s.unsettled.len() == 0
 }
 
+// flushWaitLocked is how long the flusher may still wait before sending
+// the pending settlements, lastFlush being when it last sent some and
+// since when it began to wait for this batch: none for a full batch; for
+// the settlements of a handler that holds nothing else, none unless the
+// last flush was less than SettleLinger ago (a handler that keeps
+// catching up with a busy stream then shares one broker call per
+// SettleLinger, where it would make one per message or two: on a broker
+// bound by its own CPU, such as RabbitMQ with its acks, those calls are
+// what the consumer's rate pays for); otherwise what is left of
+// SettleLinger since since.
+func (s *subscription) flushWaitLocked(lastFlush, since time.Time) time.Duration {
+	linger := s.parent.opts.SettleLinger
+	switch {
+	case len(s.pending) >= s.flushAt:
+		return 0
+	case s.unsettled.len() == 0:
+		return linger - time.Since(lastFlush)
+	default:
+		return linger - time.Since(since)
+	}
+}
+
 // flushLoop sends settlements to the broker in batches: it lingers up to
-// SettleLinger for a batch to fill unless it is urgent, and settlements
-// made while a Settle call is in progress join the next batch. Window slots
-// are freed after the broker call, so the window bounds what the broker
-// sees as unacknowledged.
+// SettleLinger for a batch to fill unless it is full or the handler holds
+// nothing else (see flushWaitLocked), and settlements made while a Settle
+// call is in progress join the next batch. Window slots are freed after
+// the broker call, so the window bounds what the broker sees as
+// unacknowledged.
 func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	linger := time.NewTimer(s.parent.opts.SettleLinger)
 	linger.Stop()
+	var lastFlush time.Time
 	for {
 		final := false
 		select {
@@ -85,21 +110,28 @@ func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 		case <-finish:
 			final = true
 		}
-		if !final {
+		for since := time.Now(); !final; {
 			s.mu.Lock()
-			urgent := s.urgentLocked()
+			wait := s.flushWaitLocked(lastFlush, since)
 			s.mu.Unlock()
-			if !urgent {
-				linger.Reset(s.parent.opts.SettleLinger)
-				select {
-				case <-linger.C:
-				case <-s.flushReq:
-				case <-finish:
-					final = true
-				}
-				linger.Stop()
+			if wait <= 0 {
+				break
+			}
+			linger.Reset(wait)
+			expired := false
+			select {
+			case <-linger.C:
+				expired = true
+			case <-s.flushReq: // the batch may have filled: look again
+			case <-finish:
+				final = true
+			}
+			linger.Stop()
+			if expired {
+				break
 			}
 		}
+		lastFlush = time.Now()
 		for {
 			s.mu.Lock()
 			batch, held := s.pending, s.held

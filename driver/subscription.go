@@ -232,6 +232,7 @@ func (s *subscription) receiveLoop(perCall int) {
 	// maxProbeWait).
 	probeWait := min(s.parent.opts.SettleLinger, maxProbeWait)
 	probed := false
+	_, follower := s.r.(WindowFollower)
 	for {
 		if probed {
 			probed = false
@@ -322,9 +323,13 @@ func (s *subscription) receiveLoop(perCall int) {
 			signal(s.flushReq)
 		}
 		// A full batch (the broker has more) that finds every message
-		// before it settled: the handler waited for this one.
+		// before it settled: the handler waited for this one. A broker
+		// that holds the window itself counts the messages on their way
+		// too, so a batch is seldom full there: one that finds the handler
+		// idle while its settlements wait for their flush says the same.
 		grown := 0
-		if !probe && n > 0 && len(batch) == n && s.unsettled.len() == 0 && s.window < s.maxWindow {
+		if !probe && n > 0 && s.unsettled.len() == 0 && s.window < s.maxWindow &&
+			(len(batch) == n || follower && len(batch) > 0 && s.held > 0) {
 			grown = s.growLocked()
 		}
 		for _, rc := range batch {
