@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/amqp"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
@@ -611,4 +612,16 @@ func TestNilAndEmptyPayload(t *testing.T) {
 		}
 		_ = got.Ack()
 	}
+}
+
+// TestAdaptiveWindow: with inflight= unset, a subscription whose handler
+// keeps up with a backlog grows its window from DefaultInFlight, and the
+// broker's prefetch follows it on the running consumer: more than
+// DefaultInFlight deliveries reach a handler that then stops acking.
+func TestAdaptiveWindow(t *testing.T) {
+	c := newCleaner(t)
+	topic, group := unique("adaptive"), unique("g")
+	sub := openSub(t, c, group)
+	relaytest.Provision(t, sub, topic)
+	relaytest.WindowGrows(t, openPub(t), sub, topic, 3100, 2000, amqp.DefaultInFlight, driver.DefaultMaxInFlight)
 }

@@ -411,40 +411,8 @@ func TestAdaptiveWindow(t *testing.T) {
 	c := newCluster(t)
 	topic := unique("adaptive")
 	c.createTopic(t, topic, 1)
-	pub := relaytest.OpenPublisher(t, c.url())
-	const n, acked = 6000, 4000
-	publishN(t, pub, topic, n, nil)
-	sub := relaytest.OpenSubscriber(t, c.subURL(unique("g")))
-	ch, err := sub.Subscribe(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range acked {
-		m := recv(t, ch)
-		if want := fmt.Sprintf("m%d", i); string(m.Payload) != want {
-			t.Fatalf("message %d: payload %q, want %q", i, m.Payload, want)
-		}
-		if err := m.Ack(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	held := 0
-	for {
-		select {
-		case m := <-ch:
-			if want := fmt.Sprintf("m%d", acked+held); string(m.Payload) != want {
-				t.Fatalf("held message %d: payload %q, want %q", held, m.Payload, want)
-			}
-			held++
-			continue
-		case <-time.After(time.Second):
-		}
-		break
-	}
-	if held <= kafka.DefaultInFlight || held > driver.DefaultMaxInFlight {
-		t.Fatalf("%d messages unsettled at once after a backlog the handler kept up with, want more than %d (the starting window) and at most %d",
-			held, kafka.DefaultInFlight, driver.DefaultMaxInFlight)
-	}
+	relaytest.WindowGrows(t, relaytest.OpenPublisher(t, c.url()), relaytest.OpenSubscriber(t, c.subURL(unique("g"))), topic,
+		6000, 4000, kafka.DefaultInFlight, driver.DefaultMaxInFlight)
 }
 
 // TestHealth: nil while the cluster answers, an error once it is gone.
