@@ -221,14 +221,16 @@ func TestIdleHandlerSharesFlushes(t *testing.T) {
 	const n = 300
 	r := pushRecv{&followRecv{fakeRecv: newFakeRecv(n)}}
 	r.cost = 100 * time.Microsecond // deliveries come apart: the handler waits for each
-	s := NewSubscriber(pushSub{r}, Options{InFlight: 1000, SettleLinger: 20 * time.Millisecond})
+	s := NewSubscriber(pushSub{r}, Options{InFlight: 1000, SettleLinger: 50 * time.Millisecond})
 	consumeAll(t, s, n, false)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.settled) != n {
 		t.Fatalf("%d settled, want %d", len(r.settled), n)
 	}
-	if len(r.calls) > n/10 {
-		t.Errorf("%d Settle calls for %d messages acked one at a time by an idle handler; want them shared (at most %d)", len(r.calls), n, n/10)
+	// About one call per 50ms of a run of 300 deliveries a millisecond or
+	// more apart; one per message without the sharing.
+	if len(r.calls) > n/5 {
+		t.Errorf("%d Settle calls for %d messages acked one at a time by an idle handler; want them shared (at most %d)", len(r.calls), n, n/5)
 	}
 }

@@ -623,5 +623,6 @@ func TestAdaptiveWindow(t *testing.T) {
 	topic, group := unique("adaptive"), unique("g")
 	sub := openSub(t, c, group)
 	relaytest.Provision(t, sub, topic)
-	relaytest.WindowGrows(t, openPub(t), sub, topic, 3100, 2000, amqp.DefaultInFlight, driver.DefaultMaxInFlight)
+	relaytest.WindowGrows(t, openPub(t), sub, topic,
+		relaytest.WindowCase{N: 3100, Acked: 2000, Start: amqp.DefaultInFlight, Max: driver.DefaultMaxInFlight})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-relay/relay"
 	"github.com/go-relay/relay/adapters/gcppubsub"
+	"github.com/go-relay/relay/driver"
 	"github.com/go-relay/relay/internal/testkit/relaytest"
 )
 
@@ -311,4 +312,16 @@ func TestSubscriberNamesItsGroup(t *testing.T) {
 	if got := relaytest.OpenSubscriber(t, tg.subURL(group)).(relay.GroupNamer).Group(); got != group {
 		t.Errorf("Group() = %q, want %q", got, group)
 	}
+}
+
+// TestAdaptiveWindow: with inflight= unset, a subscription whose handler
+// keeps up with a backlog grows its window (and its Pull size) from
+// DefaultInFlight: more than that reach a handler that then stops acking.
+func TestAdaptiveWindow(t *testing.T) {
+	tg := newTarget(t)
+	topic := tg.topic(t, "adaptive-")
+	sub := relaytest.OpenSubscriber(t, tg.subURL(newName("g")))
+	relaytest.Provision(t, sub.(relay.Provisioner), topic)
+	relaytest.WindowGrows(t, relaytest.OpenPublisher(t, tg.base), sub, topic,
+		relaytest.WindowCase{N: 3100, Acked: 2000, Start: gcppubsub.DefaultInFlight, Max: driver.DefaultMaxInFlight, Unordered: true})
 }

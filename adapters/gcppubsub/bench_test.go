@@ -53,14 +53,14 @@ func BenchmarkRatio(b *testing.B) {
 			func(b *testing.B, n int) float64 { return clientPublishRate(b, raw, tg.project(), n) })
 	})
 	b.Run("consume-ack/window=256/rpc", func(b *testing.B) {
-		cmp(b, func(b *testing.B, n int) float64 { return relayConsumeRate(b, tg, raw, n) },
+		cmp(b, func(b *testing.B, n int) float64 { return relayConsumeRate(b, tg, raw, n, windowParam...) },
 			func(b *testing.B, n int) float64 { return rpcConsumeRate(b, tg, raw, n) })
 	})
 	b.Run("consume-ack/window=256/client", func(b *testing.B) {
 		if tg.srv != nil || os.Getenv("PUBSUB_EMULATOR_HOST") != "" {
 			b.Skip("SKIP: on an emulator; pstest serves a streaming pull one message per 10 ms tick (about 90 msg/s), which measures the fake, not the client")
 		}
-		cmp(b, func(b *testing.B, n int) float64 { return relayConsumeRate(b, tg, raw, n) },
+		cmp(b, func(b *testing.B, n int) float64 { return relayConsumeRate(b, tg, raw, n, windowParam...) },
 			func(b *testing.B, n int) float64 { return clientConsumeRate(b, tg, raw, n) })
 	})
 }
@@ -69,6 +69,9 @@ const (
 	benchBatch  = 100
 	benchWindow = 256
 )
+
+// windowParam sets the tuned benchmarks' window on relay's URL.
+var windowParam = []string{"inflight", fmt.Sprint(benchWindow)}
 
 // benchTopic creates a topic (and, for a consumer, the group's
 // subscription as relay names it) and deletes both when the round ends.
@@ -146,15 +149,21 @@ func clientPublishRate(b *testing.B, raw *pubsub.Client, project string, n int) 
 	return float64(n) / time.Since(start).Seconds()
 }
 
-func relayConsumeRate(b *testing.B, tg target, raw *pubsub.Client, n int) float64 {
+func relayConsumeRate(b *testing.B, tg target, raw *pubsub.Client, n int, params ...string) float64 {
 	group := newName("g")
 	topic, drop := benchTopic(b, raw, tg.project(), group)
 	defer drop()
 	rpcFill(b, raw, tg.project(), topic, n)
-	return relaytest.ConsumeRate(b, relaytest.OpenSubscriber(b, tg.subURL(group, "inflight", fmt.Sprint(benchWindow))), topic, n)
+	return relaytest.ConsumeRate(b, relaytest.OpenSubscriber(b, tg.subURL(group, params...)), topic, n)
 }
 
 func rpcConsumeRate(b *testing.B, tg target, raw *pubsub.Client, n int) float64 {
+	return rpcConsumeRateMax(b, tg, raw, n, benchWindow)
+}
+
+// rpcConsumeRateMax drains a backlog of n with Pull(max) and one
+// Acknowledge per answer.
+func rpcConsumeRateMax(b *testing.B, tg target, raw *pubsub.Client, n, max int) float64 {
 	ctx := context.Background()
 	group := newName("g")
 	topic, drop := benchTopic(b, raw, tg.project(), group)
@@ -163,7 +172,7 @@ func rpcConsumeRate(b *testing.B, tg target, raw *pubsub.Client, n int) float64 
 	sp := "projects/" + tg.project() + "/subscriptions/" + gcppubsub.SubscriptionID(topic, group)
 	start := time.Now()
 	for got := 0; got < n; {
-		resp, err := raw.SubscriptionAdminClient.Pull(ctx, &pb.PullRequest{Subscription: sp, MaxMessages: int32(min(benchWindow, n-got))})
+		resp, err := raw.SubscriptionAdminClient.Pull(ctx, &pb.PullRequest{Subscription: sp, MaxMessages: int32(min(max, n-got))})
 		if err != nil {
 			b.Fatal(err)
 		}

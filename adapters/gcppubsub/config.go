@@ -79,9 +79,12 @@ type Config struct {
 	// (dead_letter_topic=; default "<subscription>-dlq"), created with a
 	// subscription of the same group so that its messages are kept.
 	DeadLetterTopic string
-	// InFlight bounds unsettled messages per subscription (inflight=,
-	// default 64); InFlightBytes their bytes (inflight_bytes=, default
-	// driver.DefaultInFlightBytes).
+	// InFlight bounds unsettled messages per subscription (inflight=).
+	// Default 0: an adaptive window, starting at DefaultInFlight and
+	// growing up to driver.DefaultMaxInFlight while the handler keeps up
+	// with a backlog (see driver.Options.MaxInFlight), the Pull size with
+	// it; a set value is fixed. InFlightBytes bounds their bytes
+	// (inflight_bytes=, default driver.DefaultInFlightBytes).
 	InFlight      int
 	InFlightBytes int64
 	// Pullers is how many Pull calls a subscription keeps in flight
@@ -144,9 +147,6 @@ func (c Config) problems(subscriber bool) []problem {
 func (c *Config) defaults() {
 	if c.AckDeadline == 0 {
 		c.AckDeadline = DefaultAckDeadline
-	}
-	if c.InFlight == 0 {
-		c.InFlight = DefaultInFlight
 	}
 	if c.Pullers == 0 {
 		c.Pullers = DefaultPullers

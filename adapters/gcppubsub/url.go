@@ -41,7 +41,7 @@ func parseURL(u *url.URL, subscriber bool) (Config, error) {
 		AckDeadline:         p.Duration("ack_deadline", DefaultAckDeadline),
 		MaxDeliveryAttempts: p.Int("max_delivery_attempts", 0, 0),
 		DeadLetterTopic:     p.String("dead_letter_topic", ""),
-		InFlight:            p.Int("inflight", DefaultInFlight, 1),
+		InFlight:            p.Int("inflight", 0, 1),
 		InFlightBytes:       p.Bytes("inflight_bytes", 0),
 		Pullers:             p.Int("pullers", 0, 1),
 		ReceiveTimeout:      p.Duration("receive_timeout", DefaultReceiveTimeout),
@@ -90,11 +90,13 @@ func NewSubscriber(ctx context.Context, cfg Config) (relay.Subscriber, error) {
 		return nil, err
 	}
 	d := &subDriver{conn: c, caps: capabilities(cfg)}
+	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
 	return driver.NewSubscriber(d, driver.Options{
-		InFlight:      cfg.InFlight,
+		InFlight:      window,
+		MaxInFlight:   maxWindow,
 		InFlightBytes: cfg.InFlightBytes,
 		ExtendEvery:   cfg.extendEvery(),
-		SettleBatch:   cfg.InFlight,
+		SettleBatch:   window,
 		Logger:        cfg.Logger.With("backend", Scheme),
 		Group:         cfg.Group,
 	}), nil

@@ -412,7 +412,7 @@ func TestAdaptiveWindow(t *testing.T) {
 	topic := unique("adaptive")
 	c.createTopic(t, topic, 1)
 	relaytest.WindowGrows(t, relaytest.OpenPublisher(t, c.url()), relaytest.OpenSubscriber(t, c.subURL(unique("g"))), topic,
-		6000, 4000, kafka.DefaultInFlight, driver.DefaultMaxInFlight)
+		relaytest.WindowCase{N: 6000, Acked: 4000, Start: kafka.DefaultInFlight, Max: driver.DefaultMaxInFlight})
 }
 
 // TestHealth: nil while the cluster answers, an error once it is gone.
