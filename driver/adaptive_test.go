@@ -106,16 +106,21 @@ func TestAdaptiveWindowStaysForBusyHandler(t *testing.T) {
 	s := NewSubscriber(followSub{r}, Options{InFlight: 8, MaxInFlight: 64})
 	// Checked before the last ack: once the backlog is handled the handler
 	// does wait, and the window may grow a step then.
-	consumeAll(t, s, n, true, func() {
-		if got := r.windows(); len(got) > 0 {
-			t.Errorf("window grew to %v for a handler that never waited", got)
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.maxAsked > 8 {
-			t.Errorf("a Receive asked for %d, want at most the starting window 8", r.maxAsked)
-		}
-	})
+	consumeAll(t, s, n, true, func() { r.keptWindow(t, 8) })
+}
+
+// keptWindow fails t if the window grew or a Receive asked for more than
+// window.
+func (f *followRecv) keptWindow(t *testing.T, window int) {
+	t.Helper()
+	if got := f.windows(); len(got) > 0 {
+		t.Errorf("window grew to %v", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.maxAsked > window {
+		t.Errorf("a Receive asked for %d, want at most the starting window %d", f.maxAsked, window)
+	}
 }
 
 // TestFixedWindowDoesNotGrow: without MaxInFlight the window is
@@ -125,14 +130,7 @@ func TestFixedWindowDoesNotGrow(t *testing.T) {
 	r := &followRecv{fakeRecv: newFakeRecv(n)}
 	s := NewSubscriber(followSub{r}, Options{InFlight: 8})
 	consumeAll(t, s, n, false)
-	if got := r.windows(); len(got) > 0 {
-		t.Errorf("fixed window grew to %v", got)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.maxAsked > 8 {
-		t.Errorf("a Receive asked for %d, want at most 8", r.maxAsked)
-	}
+	r.keptWindow(t, 8)
 }
 
 // TestAdaptiveWindowHeldByBytes: the window grows no further than

@@ -90,8 +90,8 @@ type subDriver struct {
 	// one consumer), which RabbitMQ applies at once when it changes, where
 	// a per-consumer limit holds only for consumers started after it. A
 	// fixed window keeps the per-consumer limit, which RabbitMQ checks
-	// faster (about a tenth more deliveries a second here). Quorum queues
-	// have no channel limit, so their window stays fixed.
+	// faster (see docs/perf/defaults.md). Quorum queues have no channel
+	// limit, so their window stays fixed.
 	adaptive bool
 	sup      *supervisor
 	names    names
