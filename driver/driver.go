@@ -323,9 +323,10 @@ type Options struct {
 	CloseTimeout time.Duration
 	// SettleLinger is how long settlements may wait to fill a batch of
 	// SettleBatch before they are sent. When the handler holds nothing
-	// else they are sent at once, but at most once per SettleLinger: a
-	// handler that keeps catching up with a busy stream shares one broker
-	// call per SettleLinger. Default 1ms.
+	// else they are sent at once if they hold a quarter of the window or
+	// more, and otherwise at most once per SettleLinger: a handler that
+	// keeps catching up with a busy stream shares one broker call per
+	// SettleLinger. Default 1ms.
 	SettleLinger time.Duration
 	// SettleBatch is how many pending settlements are sent without
 	// lingering (and so, with a fast handler, how many window slots are

@@ -73,19 +73,23 @@ func (s *subscription) urgentLocked() bool {
 // flushWaitLocked is how long the flusher may still wait before sending
 // the pending settlements, lastFlush being when it last sent some and
 // since when it began to wait for this batch: none for a full batch; for
-// the settlements of a handler that holds nothing else, none unless the
-// last flush was less than SettleLinger ago (a handler that keeps
-// catching up with a busy stream then shares one broker call per
-// SettleLinger, where it would make one per message or two: on a broker
-// bound by its own CPU, such as RabbitMQ with its acks, those calls are
-// what the consumer's rate pays for); otherwise what is left of
-// SettleLinger since since.
+// the settlements of a handler that holds nothing else, none when they
+// hold a quarter of the window or more (the next Receive would ask for
+// that much less), otherwise none unless the last flush was less than
+// SettleLinger ago (a handler that keeps catching up with a busy stream
+// then shares one broker call per SettleLinger, where it would make one
+// per message or two: on a broker bound by its own CPU, such as RabbitMQ
+// with its acks, those calls are what the consumer's rate pays for);
+// otherwise what is left of SettleLinger since since.
 func (s *subscription) flushWaitLocked(lastFlush, since time.Time) time.Duration {
 	linger := s.parent.opts.SettleLinger
 	switch {
 	case len(s.pending) >= s.flushAt:
 		return 0
 	case s.unsettled.len() == 0:
+		if s.held >= s.window/4 {
+			return 0
+		}
 		return linger - time.Since(lastFlush)
 	default:
 		return linger - time.Since(since)
