@@ -11,13 +11,12 @@ import (
 type recovery struct {
 	// session is the route's session count when the error happened.
 	session int64
+	// base is how many forwarded messages do not show a recovery: those
+	// forwarded before the error and the others in flight then.
+	base int64
 	// recoveredNS is when the route was seen working again (UnixNano), 0
 	// while the error is live. Written once, by the monitor.
 	recoveredNS atomic.Int64
-	// seen and base belong to the monitor's goroutine: whether it has
-	// looked at this failure yet, and the forwarded count it saw then.
-	seen bool
-	base int64
 }
 
 // recovered returns when the route recovered from f, nil while f is live.
@@ -32,9 +31,10 @@ func (f *recovery) recovered() *time.Time {
 
 // noteRecovery marks the route's last error recovered at now once the
 // route is ready (both ends connected, the source subscribed) and has
-// shown it works since the error: it forwarded a message after the first
-// tick that saw the error (a message that was completing as the error
-// happened does not count), or a session began after it (a reconnect). A
+// shown it works since the error: it forwarded more messages than were in
+// flight beside the failed one then (those may have been completing as
+// the error happened), so the failed message itself or a later one went
+// through, or a session began after it (a reconnect). A
 // new error replaces the recovered one and is live again. The recovery is
 // logged once, with the error it ends; the summary lines stop repeating
 // the error. Called by the monitor only.
@@ -44,11 +44,7 @@ func (r *route) noteRecovery(now time.Time) {
 		return
 	}
 	fwd := count(r.m.forwarded)
-	firstLook := !f.seen
-	if firstLook {
-		f.seen, f.base = true, fwd
-	}
-	forwarded := !firstLook && fwd > f.base
+	forwarded := fwd > f.base
 	reconnected := r.sessions.Load() > f.session
 	if !forwarded && !reconnected || r.ready() != nil {
 		return

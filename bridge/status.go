@@ -307,7 +307,11 @@ type failure struct {
 // failed, never for a message that was forwarded.
 func (r *route) fail(err error) {
 	if err != nil {
-		r.lastFailure.Store(&failure{err: err, at: time.Now(), recovery: recovery{session: r.sessions.Load()}})
+		// The messages in flight beside the one that failed may complete
+		// without the destination being back (their publish was accepted
+		// before the error): only forwards beyond them show it works again.
+		base := count(r.m.forwarded) + max(0, count(r.m.inFlight)-1)
+		r.lastFailure.Store(&failure{err: err, at: time.Now(), recovery: recovery{session: r.sessions.Load(), base: base}})
 	}
 }
 
