@@ -24,10 +24,13 @@ import (
 // rebalances the member's assignment, and the revocation of each topic's
 // partitions is handled by that topic's receiver.
 //
-// One goroutine polls the client and routes the records to each topic's
-// receiver, which queues them until its subscription asks. It polls only
-// while no topic's queue is full (receiver.queueFull: a fetch's worth of
-// bytes), so a fast consumer's
+// The member has no goroutine of its own: the subscriptions' Receive
+// calls poll the client, one at a time (see await), and route the records
+// to each topic's receiver, which queues them until its subscription asks.
+// A Receive also drains what the client has buffered into the queues
+// (see drain), since the client fetches again only once its buffer is
+// taken. The client is polled only while no topic's queue is full
+// (receiver.queueFull: a fetch's worth of bytes), so a fast consumer's
 // topic is never paused (kgo drops a paused topic's buffered records and
 // fetches them again on resume, after the fetch in flight, which costs up
 // to fetch_max_wait). A topic whose full queue has waited longer than
@@ -48,9 +51,9 @@ type member struct {
 	recvs map[string]*receiver // by topic
 
 	room chan struct{} // signalled when a queue drops below its window
-
-	cancelPoll context.CancelFunc
-	pollDone   chan struct{}
+	// poller is held (a value sent) by the one Receive that polls the
+	// client; the others wait for the records it queues for them.
+	poller chan struct{}
 	// kill cancels the client's context, which aborts every request it
 	// has in flight; close uses it to keep its deadline against a broker
 	// that stopped answering.
@@ -91,7 +94,8 @@ func (d *subDriver) groupOpts(group string, topics []string, revoked, lost func(
 }
 
 func newMember(d *subDriver, first *receiver) (*member, error) {
-	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first}, room: make(chan struct{}, 1)}
+	m := &member{d: d, log: d.cfg.Logger.With("backend", "kafka", "group", d.cfg.Group), recvs: map[string]*receiver{first.topic: first},
+		room: make(chan struct{}, 1), poller: make(chan struct{}, 1)}
 	first.m = m
 	isolation := kgo.ReadCommitted()
 	if d.cfg.ReadUncommitted {
@@ -108,9 +112,6 @@ func newMember(d *subDriver, first *receiver) (*member, error) {
 		return nil, fmt.Errorf("relay/kafka: %w", err)
 	}
 	m.cl, m.kill = cl, kill
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancelPoll, m.pollDone = cancel, make(chan struct{})
-	go m.pollLoop(ctx)
 	return m, nil
 }
 
@@ -140,7 +141,7 @@ func (m *member) remove(r *receiver) (last bool) {
 	}
 	last = len(m.recvs) == 0
 	m.mu.Unlock()
-	m.roomMade() // r no longer holds the poll loop back
+	m.roomMade() // r's queue no longer holds polls back
 	if last {
 		return true
 	}
@@ -152,15 +153,14 @@ func (m *member) remove(r *receiver) (last bool) {
 	return false
 }
 
-// close stops polling, leaves the group at once (so that another member
-// takes the partitions without waiting for the session timeout) and
-// closes the client, all within ctx: when it ends, the client's requests
-// are aborted. Every receiver has committed and left before.
+// close leaves the group at once (so that another member takes the
+// partitions without waiting for the session timeout) and closes the
+// client, all within ctx: when it ends, the client's requests are
+// aborted. Every receiver has committed and left before, so no Receive
+// polls the client.
 func (m *member) close(ctx context.Context) {
 	defer m.kill()
 	defer context.AfterFunc(ctx, m.kill)()
-	m.cancelPoll()
-	<-m.pollDone
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
 	if err := m.cl.LeaveGroupContext(ctx); err != nil && !isCtxErr(err) {
@@ -169,21 +169,65 @@ func (m *member) close(ctx context.Context) {
 	m.cl.Close()
 }
 
-// pollLoop polls records and hands them to their topics' receivers while
-// rebalances are blocked.
-func (m *member) pollLoop(ctx context.Context) {
-	defer close(m.pollDone)
-	for {
-		if !m.waitRoom(ctx) {
-			return
-		}
-		fs := m.cl.PollRecords(ctx, m.pollSize())
-		m.dispatch(fs)
-		m.cl.AllowRebalance()
-		if ctx.Err() != nil {
-			return
-		}
+// await waits until r's queue may hold something: it polls the client
+// for every topic when no other Receive does (waiting for records, or for
+// a sibling's full queue to make room or be paused), otherwise it waits
+// for the records the polling Receive queues for r. A poll ends early
+// when r is signalled (a nack to redeliver). It returns false when ctx
+// ends.
+func (m *member) await(ctx context.Context, r *receiver) bool {
+	select {
+	case <-r.ready:
+		return true
+	case m.poller <- struct{}{}:
+	case <-ctx.Done():
+		return false
 	}
+	defer func() { <-m.poller }()
+	if m.full(time.Now()) {
+		t := time.NewTimer(queueGrace / 4)
+		defer t.Stop()
+		select {
+		case <-r.ready:
+		case <-m.room:
+		case <-t.C:
+		case <-ctx.Done():
+			return false
+		}
+		return true
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if !r.pollingWith(cancel) {
+		return true // something to deliver arrived meanwhile
+	}
+	fs := m.cl.PollRecords(pctx, m.pollSize())
+	r.pollingWith(nil)
+	m.dispatch(fs)
+	m.cl.AllowRebalance()
+	return ctx.Err() == nil
+}
+
+// drain moves what the client has buffered into the queues, without
+// waiting, unless another Receive is polling or some topic's queue is
+// full. The client sends its next fetch only once the buffered one is
+// taken, so draining at every Receive overlaps fetching with delivery.
+func (m *member) drain() {
+	if m.cl.BufferedFetchRecords() == 0 {
+		return
+	}
+	select {
+	case m.poller <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-m.poller }()
+	if m.full(time.Now()) {
+		return
+	}
+	//lint:ignore SA1012 PollRecords with a nil ctx takes what is buffered and returns without waiting
+	m.dispatch(m.cl.PollRecords(nil, m.pollSize()))
+	m.cl.AllowRebalance()
 }
 
 // pollSize is how many records the next poll takes (see pollSizeFor).
@@ -221,26 +265,6 @@ func (m *member) roomMade() {
 	select {
 	case m.room <- struct{}{}:
 	default:
-	}
-}
-
-// waitRoom waits until no topic that is fetched has a full queue, pausing
-// the topics whose full queue waited longer than queueGrace while others
-// share the member. It returns false when ctx ends.
-func (m *member) waitRoom(ctx context.Context) bool {
-	for {
-		if !m.full(time.Now()) {
-			return true
-		}
-		t := time.NewTimer(queueGrace / 4)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-m.room:
-		case <-t.C:
-		}
-		t.Stop()
 	}
 }
 

@@ -44,7 +44,7 @@ func TestReadAheadIsBoundedByBytes(t *testing.T) {
 	}
 	first := <-ch // held unacked: the window stays full from here on
 
-	// Wait until the poll loop stopped for a full queue: the same figures
+	// Wait until polling stopped for a full queue: the same figures
 	// over several looks.
 	var records, queued, same int
 	for deadline := time.Now().Add(30 * time.Second); same < 10; {

@@ -17,9 +17,9 @@ import (
 // member (see member), with its own in-flight window, partition trackers,
 // redelivery queue and commits.
 //
-// The member's poll loop registers polled records in a per-partition
-// tracker (partState) and queues them here; Receive hands them out up to
-// the free window slots. Acks move each partition's commit target over the
+// The Receive that polls the member's client registers polled records in
+// a per-partition tracker (partState) and queues them in their topic's
+// receiver; Receive hands them out up to the free window slots. Acks move each partition's commit target over the
 // contiguous acked prefix, and a commit loop sends the targets with one
 // commit request in flight at a time. A Nack puts the record into a
 // redelivery queue that Receive serves first; the commit position stays
@@ -44,7 +44,7 @@ type receiver struct {
 	pauseWarned time.Time
 	// arena holds the decoded fields of redelivered messages; used by
 	// take, under mu. pollArena holds those of polled records; used by
-	// register, on the poll loop. Both are nil with share_payloads=true:
+	// register, under the member's poller. Both are nil with share_payloads=true:
 	// messages share the records' bytes (see decodeInto).
 	arena, pollArena *driver.Arena
 
@@ -61,6 +61,7 @@ type receiver struct {
 	closed      bool // no more records are registered
 	topicPaused bool // the queue stayed full: fetching of the topic paused (see member.wait)
 	ready       chan struct{}
+	stopPoll    context.CancelFunc // ends this receiver's poll in progress; nil while none
 
 	commitReq chan struct{}
 	// life bounds the commit loop's commits; Close ends it when its own
@@ -88,7 +89,7 @@ type handle struct {
 	rec     *kgo.Record
 	msg     *relay.Message // decoded when queued; nil for a redelivery, decoded when taken
 	attempt int32
-	queued  time.Time // when the poll loop queued it
+	queued  time.Time // when a poll queued it
 }
 
 func newReceiver(d *subDriver, topic string) *receiver {
@@ -112,17 +113,39 @@ func newReceiver(d *subDriver, topic string) *receiver {
 	return r
 }
 
+// signal wakes the Receive waiting for r's queue, ending its poll.
 func (r *receiver) signal() {
 	select {
 	case r.ready <- struct{}{}:
 	default:
 	}
+	r.mu.Lock()
+	stop := r.stopPoll
+	r.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// pollingWith records stop as the way to end r's poll in progress (nil:
+// none), and reports false, instead of recording it, when r has a
+// redelivery or an error to return at once.
+func (r *receiver) pollingWith(stop context.CancelFunc) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if stop != nil && (len(r.redeliver) > 0 || r.fetchErr != nil) {
+		return false
+	}
+	r.stopPoll = stop
+	return true
 }
 
 // Receive returns redeliveries first, otherwise up to max queued records;
-// it waits for the member's poll loop to queue some.
+// when none is queued it polls the member's client, or waits for the
+// sibling subscription that polls it (see member.await).
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
+		r.m.drain()
 		r.mu.Lock()
 		out := r.take(&r.redeliver, max)
 		if len(out) == 0 {
@@ -150,9 +173,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case <-r.ready:
-		case <-ctx.Done():
+		if !r.m.await(ctx, r) {
 			return nil, ctx.Err()
 		}
 	}
@@ -214,10 +235,10 @@ func (r *receiver) fetchError(err error) {
 
 // register records the polled records of the topic in their partitions'
 // trackers (while rebalances are still blocked) and queues them. It runs
-// on the member's poll loop.
+// on the Receive that polled them.
 func (r *receiver) register(ft kgo.FetchTopic) {
-	// The records are decoded here, on the poll loop and before taking
-	// r.mu, so that Receive only hands them out: one allocation for the
+	// The records are decoded here, before taking r.mu, so that take
+	// only hands them out: one allocation for the
 	// messages of the poll and one per partition for the handles.
 	total := 0
 	ft.EachPartition(func(fp kgo.FetchPartition) { total += len(fp.Records) })
