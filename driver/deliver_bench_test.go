@@ -1,0 +1,54 @@
+package driver
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-relay/relay"
+)
+
+// endlessRecv is a Receiver with an endless backlog whose calls cost
+// nothing: what a benchmark over it measures is the shared layer's own
+// cost per message (delivery, settlement, flush).
+type endlessRecv struct{ payload []byte }
+
+func (r *endlessRecv) Receive(_ context.Context, max int) ([]Received, error) {
+	out := make([]Received, max)
+	msgs := make([]relay.Message, max)
+	for i := range out {
+		msgs[i] = relay.Message{ID: "id", Payload: r.payload}
+		out[i] = Received{Msg: &msgs[i], Attempt: 1, Handle: i}
+	}
+	return out, nil
+}
+func (r *endlessRecv) Settle(context.Context, []Settle) error { return nil }
+func (r *endlessRecv) Release(context.Context, []any) error   { return nil }
+func (r *endlessRecv) Close(context.Context) error            { return nil }
+
+type endlessSub struct{ r *endlessRecv }
+
+func (s endlessSub) Subscribe(context.Context, string) (Receiver, error) { return s.r, nil }
+func (s endlessSub) Capabilities() relay.Capabilities                    { return relay.Capabilities{} }
+func (s endlessSub) Close() error                                        { return nil }
+
+// BenchmarkDeliverAck is the shared layer's cost per message on the
+// channel path at its default options with an adaptive window: a
+// receiver that answers at once, a consumer that acks each message.
+//
+//	go test -run '^$' -bench DeliverAck -benchmem ./driver
+func BenchmarkDeliverAck(b *testing.B) {
+	sub := NewSubscriber(endlessSub{&endlessRecv{payload: make([]byte, 100)}}, Options{InFlight: 64, MaxInFlight: DefaultMaxInFlight})
+	defer sub.Close()
+	ch, err := sub.Subscribe(context.Background(), "t")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		m := <-ch
+		if err := m.Ack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
