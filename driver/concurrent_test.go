@@ -114,19 +114,13 @@ func (r *limitedRecv) Release(_ context.Context, h []any) error {
 
 func (r *limitedRecv) Close(context.Context) error { return nil }
 
-type limitedSub struct{ r *limitedRecv }
-
-func (f limitedSub) Subscribe(context.Context, string) (Receiver, error) { return f.r, nil }
-func (f limitedSub) Capabilities() relay.Capabilities                    { return relay.Capabilities{} }
-func (f limitedSub) Close() error                                        { return nil }
-
 // TestConcurrentReceives: a receiver declaring 4 calls of at most 3 gets
 // 4 Receive calls in flight at once, which together never ask for more
 // than the window has free; every message arrives once and is acked once.
 func TestConcurrentReceives(t *testing.T) {
 	const window, total = 10, 2000
 	r := newLimitedRecv(3, 4, window)
-	s := NewSubscriber(limitedSub{r}, Options{InFlight: window, InFlightBytes: -1})
+	s := NewSubscriber(recvSub{r}, Options{InFlight: window, InFlightBytes: -1})
 	ch, err := s.Subscribe(context.Background(), "t")
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +208,7 @@ func TestConcurrentReceiveErrors(t *testing.T) {
 	r := newLimitedRecv(2, 3, window)
 	r.failNext = failures
 	logs := &logCount{want: "receive failed; retrying"}
-	s := NewSubscriber(limitedSub{r}, Options{InFlight: window, Logger: slog.New(logs)})
+	s := NewSubscriber(recvSub{r}, Options{InFlight: window, Logger: slog.New(logs)})
 	ch, err := s.Subscribe(context.Background(), "t")
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,10 @@ import (
 // allocate the messages they return, as every adapter does: what a
 // benchmark over it measures is the shared layer's own cost per message
 // (delivery, settlement, flush) with that allocation.
-type endlessRecv struct{ payload []byte }
+type endlessRecv struct {
+	nopSettler
+	payload []byte
+}
 
 func (r *endlessRecv) Receive(_ context.Context, max int) ([]Received, error) {
 	out := make([]Received, max)
@@ -22,15 +25,6 @@ func (r *endlessRecv) Receive(_ context.Context, max int) ([]Received, error) {
 	}
 	return out, nil
 }
-func (r *endlessRecv) Settle(context.Context, []Settle) error { return nil }
-func (r *endlessRecv) Release(context.Context, []any) error   { return nil }
-func (r *endlessRecv) Close(context.Context) error            { return nil }
-
-type endlessSub struct{ r *endlessRecv }
-
-func (s endlessSub) Subscribe(context.Context, string) (Receiver, error) { return s.r, nil }
-func (s endlessSub) Capabilities() relay.Capabilities                    { return relay.Capabilities{} }
-func (s endlessSub) Close() error                                        { return nil }
 
 // BenchmarkDeliverAck is the shared layer's cost per message on the
 // channel path at its default options with an adaptive window: a
@@ -39,7 +33,7 @@ func (s endlessSub) Close() error                                        { retur
 //
 //	go test -run '^$' -bench DeliverAck -benchmem ./driver
 func BenchmarkDeliverAck(b *testing.B) {
-	sub := NewSubscriber(endlessSub{&endlessRecv{payload: make([]byte, 100)}}, Options{InFlight: 64, MaxInFlight: DefaultMaxInFlight})
+	sub := NewSubscriber(recvSub{&endlessRecv{payload: make([]byte, 100)}}, Options{InFlight: 64, MaxInFlight: DefaultMaxInFlight})
 	defer sub.Close()
 	ch, err := sub.Subscribe(context.Background(), "t")
 	if err != nil {

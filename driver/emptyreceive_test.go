@@ -6,13 +6,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-relay/relay"
 )
 
 // pollRecv fails its first call, then answers every call with nothing,
 // as a long poll on an empty queue does once the broker is reachable.
-type pollRecv struct{ calls atomic.Int64 }
+type pollRecv struct {
+	nopSettler
+	calls atomic.Int64
+}
 
 func (r *pollRecv) Receive(ctx context.Context, _ int) ([]Received, error) {
 	if r.calls.Add(1) == 1 {
@@ -25,22 +26,13 @@ func (r *pollRecv) Receive(ctx context.Context, _ int) ([]Received, error) {
 		return nil, ctx.Err()
 	}
 }
-func (r *pollRecv) Settle(context.Context, []Settle) error { return nil }
-func (r *pollRecv) Release(context.Context, []any) error   { return nil }
-func (r *pollRecv) Close(context.Context) error            { return nil }
-
-type pollSub struct{ r *pollRecv }
-
-func (f pollSub) Subscribe(context.Context, string) (Receiver, error) { return f.r, nil }
-func (f pollSub) Capabilities() relay.Capabilities                    { return relay.Capabilities{} }
-func (f pollSub) Close() error                                        { return nil }
 
 // An empty answer (no messages, no error) counts as a successful call:
 // Health clears the earlier failure although there is nothing to deliver,
 // and the window is not held by the empty calls.
 func TestEmptyReceiveClearsHealth(t *testing.T) {
 	r := &pollRecv{}
-	s := NewSubscriber(pollSub{r}, Options{InFlight: 4})
+	s := NewSubscriber(recvSub{r}, Options{InFlight: 4})
 	defer s.Close()
 	if _, err := s.Subscribe(context.Background(), "t"); err != nil {
 		t.Fatal(err)
