@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,6 +280,25 @@ func (r *reader) waitUnique(n int, timeout time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// waitIDs waits until every one of ids arrived or timeout passed.
+func (r *reader) waitIDs(ids []string, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		r.mu.Lock()
+		missing := slices.ContainsFunc(ids, func(id string) bool { return r.ids[id] == 0 })
+		r.mu.Unlock()
+		if !missing {
+			return true
+		}
+		select {
+		case <-r.wake:
+		case <-deadline:
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (r *reader) snapshot() ([]*relay.Message, map[string]int) {
