@@ -19,9 +19,10 @@ import (
 //
 // The Receive that polls the member's client registers polled records in
 // a per-partition tracker (partState) and queues them in their topic's
-// receiver; Receive hands them out up to the free window slots. Acks move each partition's commit target over the
-// contiguous acked prefix, and a commit loop sends the targets with one
-// commit request in flight at a time. A Nack puts the record into a
+// receiver; Receive hands them out up to the free window slots. Acks
+// move each partition's commit target over the contiguous acked prefix,
+// and a commit loop sends the targets with one commit request in flight
+// at a time. A Nack puts the record into a
 // redelivery queue that Receive serves first; the commit position stays
 // below it.
 //
@@ -44,8 +45,9 @@ type receiver struct {
 	pauseWarned time.Time
 	// arena holds the decoded fields of redelivered messages; used by
 	// take, under mu. pollArena holds those of polled records; used by
-	// register, under the member's poller. Both are nil with share_payloads=true:
-	// messages share the records' bytes (see decodeInto).
+	// register, under the member's poller. Both are nil with
+	// share_payloads=true: messages share the records' bytes (see
+	// decodeInto).
 	arena, pollArena *driver.Arena
 
 	commitMu sync.Mutex // orders commits of the loop, revocations and Close
