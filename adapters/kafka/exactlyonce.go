@@ -335,7 +335,7 @@ func (d *eoDriver) Subscribe(ctx context.Context, topic string) (driver.Receiver
 		return nil, err
 	}
 	d.p.sess.Client().AddConsumeTopics(topic)
-	return &eoReceiver{p: d.p, topic: topic, arena: decodeArena(d.p.cfg), attempts: map[eoKey]int{}, settled: make(chan struct{}, 1)}, nil
+	return &eoReceiver{p: d.p, topic: topic, scope: attemptScope(&d.p.cfg), arena: decodeArena(d.p.cfg), settled: make(chan struct{}, 1)}, nil
 }
 
 var _ relay.ExactlyOnceOpener = opener{}

@@ -13,12 +13,6 @@ import (
 	"github.com/go-relay/relay/driver"
 )
 
-// eoKey names a record of the open transaction.
-type eoKey struct {
-	part int32
-	off  int64
-}
-
 // eoHandle is a delivered record's handle: the transaction it belongs to.
 type eoHandle struct{ gen uint64 }
 
@@ -31,11 +25,13 @@ type eoReceiver struct {
 	topic string
 	arena *driver.Arena // nil with share_payloads=true (see decodeInto)
 
-	left     bool          // left the group after a fence
-	batch    []*kgo.Record // the polled records of the open transaction
-	next     int           // batch[next:] are not delivered yet
-	attempts map[eoKey]int // deliveries of records not committed yet
-	gen      uint64        // transaction number, for the handles
+	scope string // brokers and group, for the package's attempt memo
+
+	left  bool          // left the group after a fence
+	batch []*kgo.Record // the polled records of the open transaction
+	tries []int32       // tries[i] is the attempt batch[i] was delivered as
+	next  int           // batch[next:] are not delivered yet
+	gen   uint64        // transaction number, for the handles
 
 	mu      sync.Mutex
 	open    int  // delivered and unsettled records of the transaction
@@ -77,10 +73,10 @@ func (r *eoReceiver) deliver(max int) []driver.Received {
 	h := &eoHandle{gen: r.gen}
 	for i := range k {
 		rec := r.batch[r.next+i]
-		key := eoKey{rec.Partition, rec.Offset}
-		r.attempts[key]++
+		attempt := attempts.Take(attemptKey{r.scope, r.topic, rec.Partition, rec.Offset}) + 1
+		r.tries = append(r.tries, int32(attempt))
 		decodeInto(&msgs[i], rec, r.arena)
-		out[i] = driver.Received{Msg: &msgs[i], Attempt: r.attempts[key], Handle: h, Position: relay.PartitionPosition(rec.Partition, rec.Offset)}
+		out[i] = driver.Received{Msg: &msgs[i], Attempt: attempt, Handle: h, Position: relay.PartitionPosition(rec.Partition, rec.Offset)}
 	}
 	r.next += k
 	r.mu.Lock()
@@ -123,6 +119,7 @@ func (r *eoReceiver) fencedErr(ctx context.Context) error {
 	}
 	if !r.left {
 		r.left = true
+		rememberTries(r.scope, r.topic, r.batch, r.tries)
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), brokerTimeout)
 		if err := r.p.sess.Client().LeaveGroupContext(lctx); err != nil && !isCtxErr(err) {
 			r.p.log.Warn("relay/kafka: leaving the group after the fence", "err", err)
@@ -141,8 +138,8 @@ func (r *eoReceiver) end(ctx context.Context) error {
 	r.mu.Lock()
 	commit := !r.abort
 	r.mu.Unlock()
-	batch := r.batch
-	r.batch, r.next = nil, 0
+	batch, tries := r.batch, r.tries
+	r.batch, r.tries, r.next = nil, r.tries[:0], 0
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
 	var committed bool
@@ -151,6 +148,9 @@ func (r *eoReceiver) end(ctx context.Context) error {
 		committed, err = r.p.sess.End(ectx, kgo.TransactionEndTry(commit))
 		return r.p.tp.txError("end transaction", err, r.p.tp.endAge)
 	})
+	if err != nil || !committed {
+		rememberTries(r.scope, r.topic, batch, tries)
+	}
 	if errors.Is(err, relay.ErrFenced) {
 		return r.fencedErr(ctx) // fenced by txError
 	}
@@ -160,11 +160,7 @@ func (r *eoReceiver) end(ctx context.Context) error {
 			"topic", r.topic, "records", len(batch), "err", err)
 		return fmt.Errorf("%w: %w", relay.ErrClosed, err)
 	}
-	if committed {
-		for _, rec := range batch {
-			delete(r.attempts, eoKey{rec.Partition, rec.Offset})
-		}
-	} else if commit {
+	if !committed && commit {
 		r.p.log.Info("relay/kafka: exactly-once transaction aborted by a rebalance; its records are redelivered",
 			"topic", r.topic, "records", len(batch))
 	}
@@ -218,6 +214,17 @@ func (r *eoReceiver) poll(ctx context.Context, n int) error {
 	return nil
 }
 
+// rememberTries remembers the attempts of the delivered records of an
+// uncommitted transaction (tries[i] is batch[i]'s), so that their next
+// delivery in this process, to this subscription or a later one of the
+// group, counts on from them: Kafka counts no deliveries. The memo is the
+// package's bounded one that plain subscriptions share.
+func rememberTries(scope, topic string, batch []*kgo.Record, tries []int32) {
+	for i, n := range tries {
+		attempts.Remember(attemptKey{scope, topic, batch[i].Partition, batch[i].Offset}, int(n))
+	}
+}
+
 // Settle counts the settlements of the open transaction; a nack marks it
 // for abort.
 func (r *eoReceiver) Settle(_ context.Context, batch []driver.Settle) error {
@@ -260,11 +267,16 @@ func (r *eoReceiver) Close(ctx context.Context) error {
 		r.mu.Lock()
 		commit := r.next == len(r.batch) && r.open == 0 && !r.abort
 		r.mu.Unlock()
-		r.batch = nil
+		committed := false
 		err = r.p.tp.end(func() error {
-			_, err := r.p.sess.End(ctx, kgo.TransactionEndTry(commit))
+			var err error
+			committed, err = r.p.sess.End(ctx, kgo.TransactionEndTry(commit))
 			return r.p.tp.txError("end the transaction at the end of the subscription", err, r.p.tp.endAge)
 		})
+		if err != nil || !committed {
+			rememberTries(r.scope, r.topic, r.batch, r.tries)
+		}
+		r.batch, r.tries = nil, nil
 		if errors.Is(err, relay.ErrFenced) {
 			err = nil // the coordinator or a newer epoch aborts it; reported by fence
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -470,10 +471,17 @@ func (r *receiver) drop(parts []int32, commit bool) {
 var attempts driver.AttemptMemo[attemptKey]
 
 type attemptKey struct {
-	scope     string // brokers and group
+	scope     string // attemptScope
 	topic     string
 	partition int32
 	offset    int64
+}
+
+// attemptScope names the brokers and the group of cfg in attemptKey.
+func attemptScope(cfg *SubscriberConfig) string {
+	brokers := slices.Clone(cfg.Brokers)
+	slices.Sort(brokers)
+	return strings.Join(brokers, ",") + "|" + cfg.Group
 }
 
 // forget marks ps revoked, so that its handles are stale from now on (their

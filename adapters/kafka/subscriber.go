@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -45,8 +44,6 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		return nil, fmt.Errorf("relay/kafka: connecting to %v: %w", cfg.Brokers, err)
 	}
 	adm := kadm.NewClient(cl)
-	brokers := slices.Clone(cfg.Brokers)
-	slices.Sort(brokers)
 	d := &subDriver{
 		cfg:    cfg,
 		opts:   opts,
@@ -54,7 +51,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 		adm:    adm,
 		topics: newTopicMaker(adm, &cfg.Config),
 		caps:   capabilities(DefaultMaxMessageBytes),
-		scope:  strings.Join(brokers, ",") + "|" + cfg.Group,
+		scope:  attemptScope(&cfg),
 		health: h,
 	}
 	d.movers = newMovers(d)

@@ -522,3 +522,49 @@ func TestExactlyOnceScaleOut(t *testing.T) {
 		t.Fatalf("read_committed: %d duplicates", d)
 	}
 }
+
+// TestExactlyOnceAttempts: a record of an aborted transaction is delivered
+// again with the next attempt, to the same subscription (a nack aborts the
+// transaction) and to a later pair of the group in this process (the
+// first pair's subscription ends while it holds the record unacked, which
+// aborts the transaction).
+func TestExactlyOnceAttempts(t *testing.T) {
+	c := newCluster(t)
+	topic, group := unique("in"), unique("g")
+	c.createTopic(t, topic, 1)
+	src := relaytest.OpenPublisher(t, c.url())
+	if err := src.Publish(context.Background(), topic, idsMsgs("a")...); err != nil {
+		t.Fatal(err)
+	}
+	sub, pub := openPair(t, c, group, unique("tx"))
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want := 1; want <= 2; want++ {
+		m := recv(t, ch)
+		if m.ID != "a" || m.Attempt() != want {
+			t.Fatalf("delivery %d: %s attempt %d", want, m.ID, m.Attempt())
+		}
+		if want == 1 {
+			_ = m.Nack()
+		}
+	}
+	cancel() // the second delivery is left unacked
+	for range ch {
+	}
+	_ = sub.Close()
+	_ = pub.Close()
+
+	sub2, _ := openPair(t, c, group, unique("tx"))
+	ch2, err := sub2.Subscribe(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := recv(t, ch2)
+	if m.ID != "a" || m.Attempt() != 3 {
+		t.Fatalf("after the first pair's end: %s attempt %d, want a attempt 3", m.ID, m.Attempt())
+	}
+	_ = m.Ack()
+}
