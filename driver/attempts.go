@@ -13,7 +13,8 @@ import (
 // the attempt as the message leaves it (nacked, released, revoked) and
 // recalls it when the message comes back, so that Attempt grows across
 // those redeliveries within the process; another process starts again
-// from what the broker tells it.
+// from what the broker tells it. A receiver whose broker counts nothing
+// (an SQS emulator) counts every delivery with Count instead.
 //
 // K identifies a redelivery of one message: a stream sequence, a queue
 // and message ID, a partition and offset. The memo holds at most Max
@@ -57,12 +58,29 @@ func (a *AttemptMemo[K]) Remember(k K, n int) {
 	if n <= 0 {
 		return
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rememberLocked(k, n)
+}
+
+// Count records one more delivery of k and returns its attempt: one more
+// than what was remembered, 1 when nothing was. It serves a receiver whose
+// broker counts no deliveries at all (or, like an emulator, may not): it
+// counts each delivery as it arrives and forgets the message once it is
+// acknowledged.
+func (a *AttemptMemo[K]) Count(k K) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.m[k].n + 1
+	a.rememberLocked(k, n)
+	return n
+}
+
+func (a *AttemptMemo[K]) rememberLocked(k K, n int) {
 	limit := a.Max
 	if limit <= 0 {
 		limit = DefaultAttemptMemoMax
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.m == nil {
 		a.m = make(map[K]memoEntry)
 	}

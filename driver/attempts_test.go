@@ -41,6 +41,30 @@ func TestAttemptMemoBounded(t *testing.T) {
 	}
 }
 
+// Count numbers the deliveries of a key from 1, on from what was
+// remembered, within Max (the oldest key forgotten first, not all at once).
+func TestAttemptMemoCount(t *testing.T) {
+	a := driver.AttemptMemo[string]{Max: 3}
+	for want := 1; want <= 3; want++ {
+		if got := a.Count("a"); got != want {
+			t.Fatalf("Count of a: %d, want %d", got, want)
+		}
+	}
+	a.Remember("b", 5)
+	if got := a.Count("b"); got != 6 {
+		t.Errorf("Count after Remember(5): %d, want 6", got)
+	}
+	a.Forget("a")
+	if got := a.Count("a"); got != 1 {
+		t.Errorf("Count after Forget: %d, want 1", got)
+	}
+	a.Count("c")
+	a.Count("d") // a fourth key: b, the oldest, goes
+	if a.Len() != 3 || a.Recall("b") != 0 || a.Recall("a") != 1 || a.Recall("c") != 1 || a.Recall("d") != 1 {
+		t.Errorf("after a fourth key: Len %d, b %d, a %d, c %d, d %d", a.Len(), a.Recall("b"), a.Recall("a"), a.Recall("c"), a.Recall("d"))
+	}
+}
+
 // A memo that keeps being filled and emptied does not grow.
 // A key taken (or forgotten) and remembered again is as new as its second
 // Remember: eviction drops the entries older than it, not it.

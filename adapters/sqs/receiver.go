@@ -51,7 +51,8 @@ type receiver struct {
 
 	mu       sync.Mutex
 	queueURL string
-	attempts map[string]int
+
+	attempts driver.AttemptMemo[string] // receives seen, by message ID (see countAttempt)
 }
 
 // ReceiveLimits implements driver.ReceiveLimiter: MaxMessages per call,
@@ -180,15 +181,10 @@ func (r *receiver) toReceived(url string, sm sqstypes.Message, now time.Time) dr
 // countAttempt returns the attempt number of a delivery: SQS's
 // ApproximateReceiveCount, or the receives this subscription saw of the
 // message if that is higher (emulators that do not count; the count is
-// forgotten when the message is acked).
+// forgotten when the message is acked, and the oldest counts first past
+// maxTrackedAttempts).
 func (r *receiver) countAttempt(msgID string, broker int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.attempts) >= maxTrackedAttempts {
-		clear(r.attempts)
-	}
-	r.attempts[msgID]++
-	return max(broker, r.attempts[msgID])
+	return max(broker, r.attempts.Count(msgID))
 }
 
 // Settle implements driver.Receiver: acks become DeleteMessageBatch calls
@@ -208,12 +204,8 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			dels = append(dels, h)
 		}
 	}
-	if len(dels) > 0 {
-		r.mu.Lock()
-		for _, h := range dels {
-			delete(r.attempts, h.msgID)
-		}
-		r.mu.Unlock()
+	for _, h := range dels {
+		r.attempts.Forget(h.msgID)
 	}
 	var wg sync.WaitGroup
 	var delErr error

@@ -74,7 +74,9 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	if d.scheme == SchemeSNS {
 		qname, _ = d.queueName(topic) // checked by queueFor
 	}
-	return &receiver{d: d, topic: topic, fifo: isFIFO(qname), queueURL: url, attempts: map[string]int{}}, nil
+	r := &receiver{d: d, topic: topic, fifo: isFIFO(qname), queueURL: url}
+	r.attempts.Max = maxTrackedAttempts
+	return r, nil
 }
 
 // RemoveTopic deletes the queue of topic on sqs:// (idempotent). On
