@@ -53,7 +53,7 @@ type subscription struct {
 	held      int       // slots held by pending settlements, freed once they are flushed
 	bytes     int64     // bytes of the delivered, unsettled messages
 	maxBytes  int64     // Options.InFlightBytes; <= 0: no byte bound
-	sizeGuess int64     // the largest message size of recent batches, for sizing a Receive
+	sizeGuess SizeGuess // of recent batches, for sizing a Receive
 	unsettled slotTable // handles of delivered messages by token
 	delayed   map[uint64]*delayedNack
 	pending   []Settle
@@ -163,21 +163,20 @@ func (s *subscription) roomLocked() int {
 	if s.maxBytes <= 0 || n <= 0 {
 		return n
 	}
-	if s.sizeGuess <= 0 {
+	if !s.sizeGuess.Known() {
 		if s.reserved > 0 {
 			return 0 // wait for the size the call in progress brings
 		}
 		return 1
 	}
-	fit := (s.maxBytes - s.bytes) / s.sizeGuess
-	fit -= int64(s.reserved)
+	fit := s.sizeGuess.Fit(s.maxBytes-s.bytes) - int64(s.reserved)
 	if fit <= 0 {
 		if s.unsettled.len() == 0 && s.reserved == 0 {
 			return 1
 		}
 		return 0
 	}
-	perCall := max(1, s.maxBytes/callShare/s.sizeGuess)
+	perCall := max(1, s.sizeGuess.Fit(s.maxBytes/callShare))
 	return int(min(int64(n), fit, perCall))
 }
 
@@ -269,7 +268,7 @@ func (s *subscription) receiveLoop(perCall int) {
 			}
 			continue
 		}
-		probe := s.maxBytes > 0 && s.sizeGuess <= 0
+		probe := s.maxBytes > 0 && !s.sizeGuess.Known()
 		s.free -= n
 		s.reserved += n
 		if s.roomLocked() > 0 {
@@ -340,7 +339,7 @@ func (s *subscription) receiveLoop(perCall int) {
 			msgs = append(msgs, rc.Msg)
 		}
 		if len(batch) > 0 { // an empty answer says nothing about sizes
-			s.sizeGuess = max(largest, s.sizeGuess-s.sizeGuess/8)
+			s.sizeGuess.Observe(largest)
 		}
 		if s.roomLocked() > 0 {
 			signal(s.slotFreed) // a loop waiting for the size may go on
@@ -431,8 +430,8 @@ func (s *subscription) awaitOutstanding(d time.Duration) bool {
 // grow). Called with s.mu held.
 func (s *subscription) growLocked() int {
 	next := min(2*s.window, s.maxWindow)
-	if s.maxBytes > 0 && s.sizeGuess > 0 {
-		next = min(next, int(max(1, s.maxBytes/s.sizeGuess)))
+	if s.maxBytes > 0 && s.sizeGuess.Known() {
+		next = min(next, int(max(1, s.sizeGuess.Fit(s.maxBytes))))
 	}
 	if next <= s.window {
 		return 0

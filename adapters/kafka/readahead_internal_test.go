@@ -1,6 +1,10 @@
 package kafka
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/go-relay/relay/driver"
+)
 
 // A poll takes the client's buffered records whole only while the queue
 // then holds at most four times its bounds, by bytes and by records; a
@@ -35,7 +39,7 @@ func TestTakesWholeFetchWithinFourBounds(t *testing.T) {
 // does not hold the others back.
 func TestPollSize(t *testing.T) {
 	recv := func(queued, sizeGuess int) *receiver {
-		return &receiver{aheadBytes: 1 << 20, queuedBytes: queued, sizeGuess: sizeGuess, window: 256}
+		return &receiver{aheadBytes: 1 << 20, queuedBytes: queued, sizeGuess: driver.SizeGuess(sizeGuess), window: 256}
 	}
 	full := recv(1<<20-256, 256)
 	full.queue = make([]*handle, 4095)

@@ -55,10 +55,10 @@ type receiver struct {
 
 	mu          sync.Mutex
 	parts       map[int32]*partState
-	queue       []*handle // polled, not yet handed out
-	queuedBytes int       // record bytes (key and value) of queue
-	aheadBytes  int       // fetch_max_bytes: queue is full from this many queued bytes
-	sizeGuess   int       // the largest record of recent polls (0: none yet), for sizing a poll
+	queue       []*handle        // polled, not yet handed out
+	queuedBytes int              // record bytes (key and value) of queue
+	aheadBytes  int              // fetch_max_bytes: queue is full from this many queued bytes
+	sizeGuess   driver.SizeGuess // of recent polls' records, for sizing a poll
 	redeliver   []*handle
 	fetchErr    error
 	closed      bool // no more records are registered
@@ -287,7 +287,7 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 		})
 	})
 	if n > 0 {
-		r.sizeGuess = max(largest, r.sizeGuess-r.sizeGuess/8)
+		r.sizeGuess.Observe(int64(largest))
 	}
 	r.mu.Unlock()
 	if len(pause) > 0 {
@@ -517,10 +517,10 @@ func (r *receiver) queueFull() bool {
 // size of recent records: one before any record was seen, at most limit.
 // Call with r.mu held.
 func (r *receiver) pollRoom(limit int) int {
-	if r.sizeGuess == 0 {
+	if !r.sizeGuess.Known() {
 		return 1
 	}
-	return max(1, min(limit, (r.aheadBytes-r.queuedBytes)/max(1, r.sizeGuess)))
+	return max(1, min(limit, int(r.sizeGuess.Fit(int64(r.aheadBytes-r.queuedBytes)))))
 }
 
 // takesWhole reports whether the queue may take the client's buffered
