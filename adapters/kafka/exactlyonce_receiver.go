@@ -120,6 +120,7 @@ func (r *eoReceiver) fencedErr(ctx context.Context) error {
 	if !r.left {
 		r.left = true
 		rememberTries(r.scope, r.topic, r.batch, r.tries)
+		r.tries = r.tries[:0] // remembered once: Close ends the transaction without writing them again
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), brokerTimeout)
 		if err := r.p.sess.Client().LeaveGroupContext(lctx); err != nil && !isCtxErr(err) {
 			r.p.log.Warn("relay/kafka: leaving the group after the fence", "err", err)
@@ -140,6 +141,11 @@ func (r *eoReceiver) end(ctx context.Context) error {
 	r.mu.Unlock()
 	batch, tries := r.batch, r.tries
 	r.batch, r.tries, r.next = nil, r.tries[:0], 0
+	if !commit {
+		// Before End: once it aborts, the records may go to another
+		// pair of the process at once.
+		rememberTries(r.scope, r.topic, batch, tries)
+	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
 	var committed bool
@@ -148,7 +154,7 @@ func (r *eoReceiver) end(ctx context.Context) error {
 		committed, err = r.p.sess.End(ectx, kgo.TransactionEndTry(commit))
 		return r.p.tp.txError("end transaction", err, r.p.tp.endAge)
 	})
-	if err != nil || !committed {
+	if commit && !committed { // aborted by a rebalance, or failed
 		rememberTries(r.scope, r.topic, batch, tries)
 	}
 	if errors.Is(err, relay.ErrFenced) {
@@ -210,7 +216,7 @@ func (r *eoReceiver) poll(ctx context.Context, n int) error {
 	r.mu.Lock()
 	r.open, r.abort = 0, false
 	r.mu.Unlock()
-	r.batch, r.next = recs, 0
+	r.batch, r.tries, r.next = recs, r.tries[:0], 0
 	return nil
 }
 
@@ -267,13 +273,16 @@ func (r *eoReceiver) Close(ctx context.Context) error {
 		r.mu.Lock()
 		commit := r.next == len(r.batch) && r.open == 0 && !r.abort
 		r.mu.Unlock()
+		if !commit {
+			rememberTries(r.scope, r.topic, r.batch, r.tries) // before End, as in end
+		}
 		committed := false
 		err = r.p.tp.end(func() error {
 			var err error
 			committed, err = r.p.sess.End(ctx, kgo.TransactionEndTry(commit))
 			return r.p.tp.txError("end the transaction at the end of the subscription", err, r.p.tp.endAge)
 		})
-		if err != nil || !committed {
+		if commit && !committed {
 			rememberTries(r.scope, r.topic, r.batch, r.tries)
 		}
 		r.batch, r.tries = nil, nil
