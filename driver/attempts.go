@@ -67,11 +67,13 @@ func (a *AttemptMemo[K]) Remember(k K, n int) {
 // than what was remembered, 1 when nothing was. It serves a receiver whose
 // broker counts no deliveries at all (or, like an emulator, may not): it
 // counts each delivery as it arrives and forgets the message once it is
-// acknowledged.
+// acknowledged. A counted key becomes the newest in the eviction order,
+// so a message that keeps coming back is the last to be forgotten.
 func (a *AttemptMemo[K]) Count(k K) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.m[k].n + 1
+	delete(a.m, k) // its slot in the order goes stale: it is inserted anew
 	a.rememberLocked(k, n)
 	return n
 }

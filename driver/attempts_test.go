@@ -42,7 +42,8 @@ func TestAttemptMemoBounded(t *testing.T) {
 }
 
 // Count numbers the deliveries of a key from 1, on from what was
-// remembered, within Max (the oldest key forgotten first, not all at once).
+// remembered, within Max: the key counted least recently is forgotten
+// first, not all at once.
 func TestAttemptMemoCount(t *testing.T) {
 	a := driver.AttemptMemo[string]{Max: 3}
 	for want := 1; want <= 3; want++ {
@@ -59,9 +60,10 @@ func TestAttemptMemoCount(t *testing.T) {
 		t.Errorf("Count after Forget: %d, want 1", got)
 	}
 	a.Count("c")
-	a.Count("d") // a fourth key: b, the oldest, goes
-	if a.Len() != 3 || a.Recall("b") != 0 || a.Recall("a") != 1 || a.Recall("c") != 1 || a.Recall("d") != 1 {
-		t.Errorf("after a fourth key: Len %d, b %d, a %d, c %d, d %d", a.Len(), a.Recall("b"), a.Recall("a"), a.Recall("c"), a.Recall("d"))
+	a.Count("b") // counted again: b is now the newest, a the oldest
+	a.Count("d") // a fourth key: a goes
+	if a.Len() != 3 || a.Recall("a") != 0 || a.Recall("b") != 7 || a.Recall("c") != 1 || a.Recall("d") != 1 {
+		t.Errorf("after a fourth key: Len %d, a %d, b %d, c %d, d %d", a.Len(), a.Recall("a"), a.Recall("b"), a.Recall("c"), a.Recall("d"))
 	}
 }
 

@@ -15,7 +15,8 @@ func (g *SizeGuess) Observe(largest int64) {
 	*g = SizeGuess(max(largest, int64(*g)-int64(*g)/8))
 }
 
-// Known reports whether a batch was observed.
+// Known reports whether a positive size was observed (a batch of empty
+// messages teaches nothing).
 func (g SizeGuess) Known() bool { return g > 0 }
 
 // Fit is how many messages of the estimated size fit in room bytes:
