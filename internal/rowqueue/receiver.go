@@ -120,7 +120,7 @@ func NewReceiver(t Table, wake chan struct{}, poll time.Duration) *Receiver {
 func (r *Receiver) Receive(ctx context.Context, n int) ([]driver.Received, error) {
 	for {
 		acks := r.takeAcked()
-		out, err := r.t.Claim(ctx, n, acks)
+		out, err := r.claim(ctx, n, acks)
 		if err != nil {
 			// Whether the transaction committed is unknown: the acks are
 			// sent again, and rows the claim may have leased come back
@@ -157,6 +157,34 @@ func (r *Receiver) Receive(ctx context.Context, n int) ([]driver.Received, error
 			return nil, err
 		}
 	}
+}
+
+// claimGrace is how long a claim in flight may go on after the
+// subscription's context ended. A variable for tests only.
+var claimGrace = 2 * time.Second
+
+// claim calls the table's Claim under a context that ends claimGrace
+// after ctx, not with it: the subscription ends while its receive loop
+// waits for a claim, and a claim cut off between its statements leaves
+// the database connection mid-transaction (the client library closes it
+// in the background, and the server waits to read the rest) with the
+// acked rows it deleted still locked; the Close that sends those acks
+// again then waits on the locks until its own deadline. Finished, the
+// claim's acks are in, and the driver releases the rows it leased.
+func (r *Receiver) claim(ctx context.Context, n int, acks []int64) ([]driver.Received, error) {
+	grace := claimGrace
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-cctx.Done():
+		}
+	})()
+	return r.t.Claim(cctx, n, acks)
 }
 
 // startWait marks the receiver as waiting and returns how long to wait:

@@ -204,3 +204,84 @@ func TestDueTimesStayBounded(t *testing.T) {
 		t.Errorf("waits %v, want at most until the earliest due time (about 1m)", wait)
 	}
 }
+
+// stallingTable is a fakeTable whose claims wait for gate, as a database
+// call does, and fail with their context's error when it ended meanwhile.
+type stallingTable struct {
+	fakeTable
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (s *stallingTable) Claim(ctx context.Context, max int, acks []int64) ([]driver.Received, error) {
+	s.entered <- struct{}{}
+	<-s.gate
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.fakeTable.Claim(ctx, max, acks)
+}
+
+// A claim in flight when the subscription's context ends is not cut off:
+// it carries acks, and a database claim stopped between its statements
+// keeps their rows locked against the Close that sends them again.
+func TestClaimOutlivesEndedContext(t *testing.T) {
+	ft := &stallingTable{fakeTable: fakeTable{rows: []int64{1, 2}}, entered: make(chan struct{}), gate: make(chan struct{})}
+	r := NewReceiver(ft, make(chan struct{}, 1), time.Hour)
+	if err := r.Settle(context.Background(), []driver.Settle{{Handle: int64(7), Ack: true}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		out []driver.Received
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := r.Receive(ctx, 10)
+		done <- result{out, err}
+	}()
+	<-ft.entered
+	cancel()
+	close(ft.gate)
+	res := <-done
+	if res.err != nil || len(res.out) != 2 {
+		t.Fatalf("Receive after the context ended mid-claim: %d messages, %v; want the claim's 2 rows", len(res.out), res.err)
+	}
+	if got := ft.ackedIDs(); !slices.Equal(got, []int64{7}) {
+		t.Fatalf("acked %v with the claim, want [7]", got)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(ft.closed) != 0 {
+		t.Fatalf("Close sent acks %v again", ft.closed)
+	}
+}
+
+// A claim that does not end by itself is cut off claimGrace after the
+// subscription's context, so that a database that stopped answering does
+// not hold the subscription's end.
+func TestClaimCutOffAfterGrace(t *testing.T) {
+	defer func(g time.Duration) { claimGrace = g }(claimGrace)
+	claimGrace = 20 * time.Millisecond
+	hung := claimFunc(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	r := NewReceiver(hung, make(chan struct{}, 1), time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Receive(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Receive with a hung claim: %v, want context.Canceled", err)
+	}
+}
+
+// claimFunc is a Table whose claims run the function.
+type claimFunc func(ctx context.Context) error
+
+func (f claimFunc) Claim(ctx context.Context, _ int, _ []int64) ([]driver.Received, error) {
+	return nil, f(ctx)
+}
+func (claimFunc) NextDue(context.Context) (time.Duration, bool, error) { return 0, false, nil }
+func (claimFunc) Settle(context.Context, []int64, []Nack) error        { return nil }
+func (claimFunc) Extend(context.Context, []int64) error                { return nil }
+func (claimFunc) Release(context.Context, []int64, []int64) error      { return nil }
+func (claimFunc) Close(context.Context, []int64) error                 { return nil }
