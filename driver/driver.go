@@ -260,6 +260,23 @@ type Extender interface {
 	Extend(ctx context.Context, handles []any) error
 }
 
+// Committer is optionally implemented by a Receiver whose Settle only
+// records acks and whose broker keeps the group's position apart, moved
+// by a call of its own (Kafka's offset commit). After a Settle that held
+// an ack the shared layer calls Commit before it frees the batch's window
+// slots, so that the window bounds what a crash redelivers; with
+// Options.CommitInterval set it leaves the commit to the subscription's
+// commit loop instead, which sends one at most every interval. A Commit
+// that failed is retried by that loop with backoff until one succeeds
+// (however long no more acks come) or the subscription ends. Commit sends
+// every acked position the broker has not confirmed, so one success
+// covers every earlier failure; it returns nil at once when there is
+// none. It may be called concurrently with itself and must order its
+// calls. The loop stops before Close, which makes the last commit.
+type Committer interface {
+	Commit(ctx context.Context) error
+}
+
 // ProvisionDriver is optionally implemented by a SubscribeDriver; see
 // relay.Provisioner.
 type ProvisionDriver interface {
@@ -309,6 +326,10 @@ type Options struct {
 	// where it is. Adapters set it (DefaultMaxInFlight) when the user did
 	// not choose a window; see AdaptiveWindow. 0: a fixed window.
 	MaxInFlight int
+	// CommitInterval delays a Committer receiver's commits so that more
+	// acks share one (see Committer). Default 0: commit after each
+	// settlement batch, before its window slots come back.
+	CommitInterval time.Duration
 	// ExtendEvery is the lease-extension period for Extender receivers.
 	// Default 0: no extension.
 	ExtendEvery time.Duration

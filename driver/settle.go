@@ -168,6 +168,9 @@ func (s *subscription) sendSettlements(batch []Settle) {
 		err := s.r.Settle(ctx, batch)
 		cancel()
 		if err == nil {
+			if s.committer != nil && holdsAck(batch) {
+				s.commit()
+			}
 			return
 		}
 		if try == 3 || errors.Is(err, relay.ErrClosed) || s.broker.Err() != nil {
@@ -176,6 +179,78 @@ func (s *subscription) sendSettlements(batch []Settle) {
 		}
 		s.log.Debug("relay: settle failed; retrying", "err", err)
 		bo.sleep(s.broker)
+	}
+}
+
+func holdsAck(batch []Settle) bool {
+	for _, st := range batch {
+		if st.Ack {
+			return true
+		}
+	}
+	return false
+}
+
+// commit makes the Committer's commit after a settlement batch: at once,
+// unless Options.CommitInterval leaves it to the commit loop, which also
+// retries one that failed.
+func (s *subscription) commit() {
+	if s.parent.opts.CommitInterval <= 0 {
+		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
+		err := s.committer.Commit(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		s.log.Debug("relay: commit failed; retrying", "err", err)
+	}
+	signal(s.commitReq)
+}
+
+// commitLoop sends the commits that commit left to it, one at a time,
+// each after Options.CommitInterval, retrying a failed one with backoff
+// until it succeeds, until finish closes (the receiver's Close commits
+// last).
+func (s *subscription) commitLoop(finish <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ctx, stop := context.WithCancel(s.broker)
+	defer stop()
+	go func() {
+		select {
+		case <-finish:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	var bo backoffState
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.commitReq:
+		}
+		if d := s.parent.opts.CommitInterval; d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		for {
+			cctx, cancel := context.WithTimeout(ctx, s.parent.opts.BrokerTimeout)
+			err := s.committer.Commit(cctx)
+			cancel()
+			if err == nil {
+				bo.reset()
+				break
+			}
+			s.log.Debug("relay: commit failed; retrying", "err", err, "attempt", bo.n+1)
+			if !bo.sleep(ctx) {
+				return
+			}
+		}
 	}
 }
 

@@ -250,11 +250,13 @@ func (s *Subscriber) subscribe(ctx context.Context, topic string, batches bool) 
 		delayed:   make(map[uint64]*delayedNack),
 		slotFreed: make(chan struct{}, 1),
 		flushReq:  make(chan struct{}, 1),
+		commitReq: make(chan struct{}, 1),
 		native:    s.caps.NativeDelay,
 		maxDelay:  s.caps.MaxDelay,
 		hold:      s.hold,
 		log:       s.opts.Logger.With("topic", topic, "backend", s.caps.Backend),
 	}
+	sub.committer, _ = r.(Committer)
 	// A batch holds at least one message, so a buffer of window batches
 	// never blocks the receive loop before the window does, however far
 	// the window grows.

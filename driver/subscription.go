@@ -61,6 +61,10 @@ type subscription struct {
 	recvErr   error    // latest Receive error, nil after a success
 	slotFreed chan struct{}
 	flushReq  chan struct{}
+	// committer is r when it is a Committer; commitReq asks its commit
+	// loop for a commit (see commitLoop).
+	committer Committer
+	commitReq chan struct{}
 }
 
 func signal(c chan struct{}) {
@@ -87,6 +91,12 @@ func (s *subscription) run() {
 		go s.extendLoop(ext, finish, extendDone)
 	} else {
 		close(extendDone)
+	}
+	commitDone := make(chan struct{})
+	if s.committer != nil {
+		go s.commitLoop(finish, commitDone)
+	} else {
+		close(commitDone)
 	}
 
 	s.receive()
@@ -138,6 +148,7 @@ func (s *subscription) run() {
 	close(finish)
 	<-flushDone
 	<-extendDone
+	<-commitDone
 	if len(release) > 0 {
 		ctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
 		if err := s.r.Release(ctx, release); err != nil {

@@ -479,7 +479,8 @@ func BenchmarkRatio(b *testing.B) {
 			func(n int) result { return rawConsumeRate(b, c, n, 256, noWork) })
 	})
 	// Background commits: Settle frees the window slots without waiting
-	// for the commit, which the commit loop sends after commit_interval.
+	// for the commit, which the subscription's commit loop sends after
+	// commit_interval.
 	// Faster on kfake's in-process round trip, but a crash then redelivers
 	// the window plus what was acked in the last interval (docs/kafka.md).
 	b.Run("consume-ack/window=256/commit_interval=1ms", func(b *testing.B) {

@@ -3,45 +3,15 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/go-relay/relay/driver/backoff"
 )
 
-// commitLoop sends the commits that Settle left to it (commit_interval,
-// or a failed commit to retry with backoff), one at a time, until the
-// receiver closes. Each try commits every partition's latest target.
-func (r *receiver) commitLoop() {
-	defer close(r.loopDone)
-	var bo backoff.Backoff
-	for {
-		select {
-		case <-r.loop.Done():
-			return
-		case <-r.commitReq:
-		}
-		if r.commitInterval > 0 {
-			select {
-			case <-r.loop.Done():
-				return
-			case <-time.After(r.commitInterval):
-			}
-		}
-		_ = bo.Retry(r.loop, func() error {
-			ctx, cancel := context.WithTimeout(r.life, brokerTimeout)
-			defer cancel()
-			err := r.commitNow(ctx)
-			if err != nil {
-				r.log.Debug("relay/kafka: commit failed; retrying", "err", err)
-			}
-			return err
-		}, nil)
-	}
-}
+// Commit implements driver.Committer: it sends every partition's target
+// that the broker has not confirmed yet, and waits for the answer.
+func (r *receiver) Commit(ctx context.Context) error { return r.commitNow(ctx) }
 
 // commitNow sends every partition's target that the broker has not
 // confirmed yet, and waits for the answer.

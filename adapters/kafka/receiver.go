@@ -22,8 +22,9 @@ import (
 // a per-partition tracker (partState) and queues them in their topic's
 // receiver; Receive hands them out up to the free window slots. Acks
 // move each partition's commit target over the contiguous acked prefix,
-// and a commit loop sends the targets with one commit request in flight
-// at a time. A Nack puts the record into a
+// and the driver commits the targets (driver.Committer: after each
+// settlement batch, or every commit_interval, retrying failed commits).
+// A Nack puts the record into a
 // redelivery queue that Receive serves first; the commit position stays
 // below it.
 //
@@ -39,7 +40,6 @@ type receiver struct {
 	log            *slog.Logger
 	window         int
 	maxUncommitted int
-	commitInterval time.Duration
 	// pauseWarned is when the last pause was logged at Warn; pauses within
 	// pauseWarnEvery of it are logged at Debug (a message that keeps
 	// waiting out NackAfter pauses its partition again on every round).
@@ -51,7 +51,7 @@ type receiver struct {
 	// decodeInto).
 	arena, pollArena *driver.Arena
 
-	commitMu sync.Mutex // orders commits of the loop, revocations and Close
+	commitMu sync.Mutex // orders the driver's commits, revocations and Close
 
 	mu          sync.Mutex
 	parts       map[int32]*partState
@@ -65,16 +65,6 @@ type receiver struct {
 	topicPaused bool // the queue stayed full: fetching of the topic paused (see member.wait)
 	ready       chan struct{}
 	stopPoll    context.CancelFunc // ends this receiver's poll in progress; nil while none
-
-	commitReq chan struct{}
-	// life bounds the commit loop's commits; Close ends it when its own
-	// deadline passes.
-	life    context.Context
-	endLife context.CancelFunc
-	// loop is the commit loop's lifetime, ended by stopLoop.
-	loop     context.Context
-	stopLoop context.CancelFunc
-	loopDone chan struct{}
 }
 
 // pauseWarnEvery bounds the Warn lines about paused partitions to one per
@@ -103,16 +93,10 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		window:         max(1, d.maxWindow),
 		aheadBytes:     max(1, d.cfg.FetchMaxBytes),
 		maxUncommitted: d.cfg.MaxUncommitted,
-		commitInterval: d.cfg.CommitInterval,
 		parts:          make(map[int32]*partState),
 		ready:          make(chan struct{}, 1),
-		commitReq:      make(chan struct{}, 1),
-		loopDone:       make(chan struct{}),
 	}
 	r.arena, r.pollArena = decodeArena(d.cfg), decodeArena(d.cfg)
-	r.life, r.endLife = context.WithCancel(context.Background())
-	r.loop, r.stopLoop = context.WithCancel(context.Background())
-	go r.commitLoop()
 	return r
 }
 
@@ -305,15 +289,16 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 	}
 }
 
-// Settle applies acks to the trackers and queues nacked records for
-// redelivery. When the acked prefix moved it commits it before returning
-// (unless commit_interval asks for delayed commits, which the commit loop
-// sends); a failed commit is left to the commit loop's retries.
-// Settlements of revoked partitions are ignored.
-func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
+// Settle applies acks to the trackers, moving each partition's commit
+// target over the contiguous acked prefix, and queues nacked records for
+// redelivery. The driver commits the targets next (see Commit: before it
+// frees the window slots, so acked-but-uncommitted records stay within the
+// window and a crash redelivers at most that many; it retries a failed
+// commit). Settlements of revoked partitions are ignored.
+func (r *receiver) Settle(_ context.Context, batch []driver.Settle) error {
 	now := time.Now()
 	r.mu.Lock()
-	moved, nacked := false, false
+	nacked := false
 	var resume []int32
 	for _, s := range batch {
 		h := s.Handle.(*handle)
@@ -326,7 +311,6 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 			continue
 		}
 		if h.ps.ack(h.rec.Offset) {
-			moved = true
 			h.ps.headSince = now
 		}
 		if h.ps.paused && h.ps.pending() <= r.maxUncommitted/2 {
@@ -340,21 +324,6 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	}
 	if len(resume) > 0 {
 		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: resume})
-	}
-	if moved && r.commitInterval == 0 {
-		// Commit before returning: the shared layer frees window slots only
-		// after Settle, so acked-but-uncommitted records stay within the
-		// in-flight window and a crash redelivers at most that many. A
-		// failed commit is retried by the commit loop.
-		if err := r.commitNow(ctx); err == nil {
-			return nil
-		}
-	}
-	if moved {
-		select {
-		case r.commitReq <- struct{}{}:
-		default:
-		}
 	}
 	return nil
 }
@@ -378,12 +347,6 @@ func (r *receiver) Close(ctx context.Context) error {
 			r.stopMover(ctx)
 		}
 	}(ctx)
-	// A commit of the loop in flight against a broker that stopped
-	// answering must not hold Close past its deadline.
-	defer r.endLife()
-	defer context.AfterFunc(ctx, r.endLife)()
-	r.stopLoop()
-	<-r.loopDone
 	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
 	defer cancel()
 	if err := r.commitNow(ctx); err != nil {

@@ -61,7 +61,7 @@ func NewSubscriber(ctx context.Context, cfg SubscriberConfig) (relay.Subscriber,
 	// grows), so that a fast handler's acks become one offset commit per
 	// window, as a PollRecords + commit loop makes.
 	return driver.NewSubscriber(d, driver.Options{InFlight: window, MaxInFlight: maxWindow, InFlightBytes: cfg.InFlightBytes,
-		SettleBatch: window, Logger: cfg.Logger, BrokerTimeout: brokerTimeout, Group: cfg.Group}), nil
+		SettleBatch: window, CommitInterval: cfg.CommitInterval, Logger: cfg.Logger, BrokerTimeout: brokerTimeout, Group: cfg.Group}), nil
 }
 
 type subDriver struct {
@@ -304,8 +304,6 @@ func (d *subDriver) Subscribe(ctx context.Context, topic string) (driver.Receive
 	m, err := newMember(d, r)
 	if err != nil {
 		stopMover(context.Background())
-		r.stopLoop()
-		<-r.loopDone
 		return nil, err
 	}
 	d.members = append(d.members, m)

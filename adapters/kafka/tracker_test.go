@@ -208,8 +208,7 @@ func TestTrackerFind(t *testing.T) {
 // assigned again (a new state), whose records belong to the new
 // assignment.
 func TestRevokedHandlesAreStale(t *testing.T) {
-	r := &receiver{d: &subDriver{}, parts: map[int32]*partState{}, commitInterval: time.Hour,
-		commitReq: make(chan struct{}, 1), ready: make(chan struct{}, 1)}
+	r := &receiver{d: &subDriver{}, parts: map[int32]*partState{}, ready: make(chan struct{}, 1)}
 	old := newPartState(0)
 	old.add(5, 0, 1)
 	old.add(6, 0, 1)
