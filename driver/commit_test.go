@@ -94,10 +94,58 @@ func TestCommitterRetriesUntilLanded(t *testing.T) {
 				defer r.mu.Unlock()
 				t.Fatalf("no commit landed after %d calls (%d refused)", r.calls, r.failures)
 			}
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			if r.calls < r.failures+1 || r.landed[len(r.landed)-1] != r.n {
-				t.Fatalf("%d commit calls, landed with %v acks recorded; want %d refused, then one with all %d", r.calls, r.landed, r.failures, r.n)
+		})
+	}
+}
+
+// blockingCommitRecv is committingRecv whose commits wait for release.
+type blockingCommitRecv struct {
+	committingRecv
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (r *blockingCommitRecv) Commit(ctx context.Context) error {
+	r.entered <- struct{}{}
+	<-r.release
+	return r.committingRecv.Commit(ctx)
+}
+
+// The commit after a settlement comes before the batch's window slots
+// are freed (so the window bounds what a crash redelivers); with
+// CommitInterval the slots come back without waiting for it.
+func TestCommitBeforeSlotsFreed(t *testing.T) {
+	for _, interval := range []time.Duration{0, time.Hour} {
+		t.Run("interval="+interval.String(), func(t *testing.T) {
+			r := &blockingCommitRecv{committingRecv: committingRecv{n: 2},
+				entered: make(chan struct{}, 1), release: make(chan struct{})}
+			s := NewSubscriber(recvSub{r}, Options{InFlight: 1, CommitInterval: interval})
+			ch, err := s.Subscribe(t.Context(), "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := (<-ch).Ack(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case m := <-ch:
+				if interval == 0 {
+					t.Fatalf("message %s delivered while the commit of the one before was in flight (window 1)", m.ID)
+				}
+			case <-r.entered:
+				if interval > 0 {
+					t.Fatal("committed at once with CommitInterval set")
+				}
+				close(r.release)
+				<-ch // the slot comes back once the commit returned
+			case <-time.After(10 * time.Second):
+				t.Fatal("neither a commit nor the next message")
+			}
+			if interval > 0 {
+				close(r.release)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

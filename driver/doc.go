@@ -39,8 +39,8 @@
 //     WindowLimiter (a smaller window where the broker bounds the whole
 //     group's unsettled messages), Committer (a position committed apart
 //     from the acks, as Kafka's offsets: the shared layer commits after
-//     each settlement batch or every Options.CommitInterval, and retries
-//     a failed commit until it lands).
+//     each settlement batch that held an ack or every
+//     Options.CommitInterval, and retries a failed commit until it lands).
 //   - An Opener registered with relay.Register for the URL scheme, which
 //     should also implement relay.URLChecker: Opener does both around the
 //     adapter's URL parser (written with urlopt and tlsconf) and its

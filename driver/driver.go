@@ -264,15 +264,17 @@ type Extender interface {
 // records acks and whose broker keeps the group's position apart, moved
 // by a call of its own (Kafka's offset commit). After a Settle that held
 // an ack the shared layer calls Commit before it frees the batch's window
-// slots, so that the window bounds what a crash redelivers; with
-// Options.CommitInterval set it leaves the commit to the subscription's
-// commit loop instead, which sends one at most every interval. A Commit
-// that failed is retried by that loop with backoff until one succeeds
-// (however long no more acks come) or the subscription ends. Commit sends
-// every acked position the broker has not confirmed, so one success
-// covers every earlier failure; it returns nil at once when there is
+// slots, so that while commits succeed the window bounds what a crash
+// redelivers; with Options.CommitInterval set it leaves the commit to the
+// subscription's commit loop instead, which sends one at most every
+// interval. A Commit that failed is retried by that loop with backoff
+// until one succeeds (however long no more acks come) or the
+// subscription ends; the slots are freed meanwhile. Commit must send
+// every acked position the broker has not confirmed, so that one success
+// covers every earlier failure, and return nil at once when there is
 // none. It may be called concurrently with itself and must order its
-// calls. The loop stops before Close, which makes the last commit.
+// calls. It is not called once Close is: Close must commit every acked
+// position itself.
 type Committer interface {
 	Commit(ctx context.Context) error
 }

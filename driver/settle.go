@@ -209,8 +209,8 @@ func (s *subscription) commit() {
 
 // commitLoop sends the commits that commit left to it, one at a time,
 // each after Options.CommitInterval, retrying a failed one with backoff
-// until it succeeds, until finish closes (the receiver's Close commits
-// last).
+// until it succeeds, until finish closes (a commit in flight then ends,
+// within BrokerTimeout; the receiver's Close commits last).
 func (s *subscription) commitLoop(finish <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	ctx, stop := context.WithCancel(s.broker)
@@ -239,7 +239,9 @@ func (s *subscription) commitLoop(finish <-chan struct{}, done chan<- struct{}) 
 			}
 		}
 		for {
-			cctx, cancel := context.WithTimeout(ctx, s.parent.opts.BrokerTimeout)
+			// The commit itself runs under s.broker, not ctx: one in flight
+			// when the subscription ends is finished, not cut off.
+			cctx, cancel := context.WithTimeout(s.broker, s.parent.opts.BrokerTimeout)
 			err := s.committer.Commit(cctx)
 			cancel()
 			if err == nil {

@@ -120,6 +120,9 @@ func NewReceiver(t Table, wake chan struct{}, poll time.Duration) *Receiver {
 func (r *Receiver) Receive(ctx context.Context, n int) ([]driver.Received, error) {
 	for {
 		acks := r.takeAcked()
+		if len(acks) == 0 && ctx.Err() != nil {
+			return nil, ctx.Err() // no claim starts after the end
+		}
 		out, err := r.claim(ctx, n, acks)
 		if err != nil {
 			// Whether the transaction committed is unknown: the acks are

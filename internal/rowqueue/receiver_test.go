@@ -268,9 +268,54 @@ func TestClaimCutOffAfterGrace(t *testing.T) {
 	hung := claimFunc(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 	r := NewReceiver(hung, make(chan struct{}, 1), time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Receive(ctx, 1)
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // the claim is under way
 	cancel()
-	if _, err := r.Receive(ctx, 1); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Receive with a hung claim: %v, want context.Canceled", err)
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Receive with a hung claim: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a hung claim outlived its grace after the context ended")
+	}
+}
+
+// The grace runs from the end of the subscription's context, not from
+// the claim's start: a slow claim of a live subscription is not cut off.
+func TestSlowClaimNotCutOff(t *testing.T) {
+	defer func(g time.Duration) { claimGrace = g }(claimGrace)
+	claimGrace = 20 * time.Millisecond
+	slow := claimFunc(func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * claimGrace):
+			return errors.New("claimed")
+		}
+	})
+	r := NewReceiver(slow, make(chan struct{}, 1), time.Hour)
+	if _, err := r.Receive(context.Background(), 1); err == nil || err.Error() != "claimed" {
+		t.Fatalf("Receive with a slow claim: %v, want the claim's own result", err)
+	}
+}
+
+// No claim starts once the subscription's context ended, unless it has
+// acks to carry.
+func TestNoClaimAfterEnd(t *testing.T) {
+	f := &fakeTable{rows: []int64{1}}
+	r := NewReceiver(f, make(chan struct{}, 1), time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if out, err := r.Receive(ctx, 1); !errors.Is(err, context.Canceled) || len(out) != 0 {
+		t.Fatalf("Receive after the end: %d messages, %v; want none, context.Canceled", len(out), err)
+	}
+	if f.claims != 0 {
+		t.Fatalf("%d claims after the end, want none", f.claims)
 	}
 }
 
