@@ -323,11 +323,20 @@ func TestFIFOOrderPerKey(t *testing.T) {
 			}
 			ch := subscribe(t, sub, topic)
 			last := map[string]int{}
+			emulated := service(t).Emulated
 			for range n {
 				m := relaytest.Next(t, ch, "FIFO message")
 				p, ok := pos[m.ID]
 				if !ok {
 					t.Fatalf("unexpected message %s", m.ID)
+				}
+				if emulated && m.Attempt() > 1 {
+					// goaws locks no message group: after a lost answer the
+					// group's later messages go out while these wait out
+					// their visibility, where SQS would hold the group.
+					t.Logf("key %s: message #%d came back after a lost answer (attempt %d); goaws does not hold its group", m.Key, p, m.Attempt())
+					_ = m.Ack()
+					continue
 				}
 				if prev, ok := last[m.Key]; ok && p < prev {
 					t.Errorf("key %s: message #%d after #%d", m.Key, p, prev)
