@@ -205,7 +205,9 @@ func TestAdaptiveWindowFollowsPushedDeliveries(t *testing.T) {
 	const n = 300
 	r := pushRecv{&followRecv{fakeRecv: newFakeRecv(n)}}
 	r.cost = 100 * time.Microsecond // deliveries come apart: the handler waits for each
-	s := NewSubscriber(pushSub{r}, Options{InFlight: 8, MaxInFlight: 64})
+	// A linger longer than a delivery's gap on a loaded machine, so that the
+	// acks still wait for their flush when the next delivery comes.
+	s := NewSubscriber(pushSub{r}, Options{InFlight: 8, MaxInFlight: 64, SettleLinger: 100 * time.Millisecond})
 	consumeAll(t, s, n, false)
 	if got, want := r.windows(), []int{16, 32, 64}; !slices.Equal(got, want) {
 		t.Errorf("window grew to %v, want %v", got, want)
