@@ -257,6 +257,7 @@ func (b *Bridge) Ready() error {
 //	/readyz   200 "ready" when Ready is nil, else 503 with the reasons
 //	/metrics  Prometheus metrics
 //	/routes   the Status of every route as JSON (docs/bridge.md)
+//	/debug/pprof/  Go's runtime profiles, only with HTTPConfig.Profiling
 //
 // Reasons and errors never contain passwords.
 func (b *Bridge) Handler() http.Handler {
@@ -286,6 +287,9 @@ func (b *Bridge) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(b.Status())
 	})
+	if b.cfg.HTTP.Profiling {
+		mux.Handle("GET /debug/pprof/{name...}", profiles{})
+	}
 	return mux
 }
 

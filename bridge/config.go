@@ -103,6 +103,11 @@ type HTTPConfig struct {
 	Address string
 	// Disabled turns the endpoint off ("disabled").
 	Disabled bool
+	// Profiling serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on the same address ("profiling"). Default false: a
+	// profile exposes the process's internals and costs CPU while it is
+	// taken, so turn it on only on a loopback or otherwise guarded address.
+	Profiling bool
 }
 
 // Route forwards one topic to another, possibly on another broker.

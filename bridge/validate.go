@@ -43,6 +43,9 @@ func (c Config) validate(p *problems) {
 			p.add("http.address", "%q: want host:port, e.g. 127.0.0.1:9470 or :9470", c.HTTP.Address)
 		}
 	}
+	if c.HTTP.Profiling && c.HTTP.Disabled {
+		p.add("http.profiling", "true needs the HTTP endpoint, which http.disabled (or --http off) turns off")
+	}
 	if c.ShutdownTimeout < 0 {
 		p.add("shutdown_timeout", "%v: must not be negative", c.ShutdownTimeout)
 	}

@@ -330,7 +330,8 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		field{"http", func(n *yaml.Node, path string) {
 			d.mapping(n, path,
 				field{"address", d.str(&c.HTTP.Address)},
-				field{"disabled", d.bool(&c.HTTP.Disabled)})
+				field{"disabled", d.bool(&c.HTTP.Disabled)},
+				field{"profiling", d.bool(&c.HTTP.Profiling)})
 		}},
 		field{"shutdown_timeout", d.duration(&c.ShutdownTimeout)},
 		field{"routes", func(n *yaml.Node, path string) { d.routes(n, path, c) }},

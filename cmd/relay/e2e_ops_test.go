@@ -106,7 +106,7 @@ routes:
 `)
 	want := []string{
 		file + `:3:10: log.level: "verbose": want debug, info, warn or error`,
-		file + `:5:3: http.adress: unknown field (did you mean "address"?); known fields here: address, disabled`,
+		file + `:5:3: http.adress: unknown field (did you mean "address"?); known fields here: address, disabled, profiling`,
 		file + `:8:5: routes[0].from.group: required (or group= in the URL): bridges in one group share the work`,
 		file + `:14:18: routes[0].concurrency: -1: want 1 to 4096`,
 		file + `:15:11: routes[1].name: "orders" is already the name of routes[0]`,
