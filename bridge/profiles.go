@@ -54,6 +54,7 @@ func (profiles) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = trace.Start(w)
 		}
 		if err != nil { // another profile or trace is running
+			w.Header().Del("Content-Disposition")
 			http.Error(w, "starting the "+name+": "+err.Error(), http.StatusConflict)
 			return
 		}
