@@ -103,7 +103,7 @@ type HTTPConfig struct {
 	Address string
 	// Disabled turns the endpoint off ("disabled").
 	Disabled bool
-	// Profiling serves Go's runtime profiles (net/http/pprof) under
+	// Profiling serves Go's runtime profiles (in the format go tool pprof reads) under
 	// /debug/pprof/ on the same address ("profiling"). Default false: a
 	// profile exposes the process's internals and costs CPU while it is
 	// taken, so turn it on only on a loopback or otherwise guarded address.
