@@ -49,7 +49,9 @@
 // Where a broker leaves bookkeeping to the client, the adapter uses this
 // package's helpers rather than keeping its own: AttemptMemo for the
 // attempts of redeliveries the broker does not count, Mover for the
-// background loop of an emulated delayed delivery, and backoff.Retry for
+// background loop of an emulated delayed delivery, Lookups for what a
+// broker call found per topic (a queue's URL, a stream, a topic known to
+// exist), and backoff.Retry for
 // the broker calls outside Receive, Settle and SendBatch (reconnecting,
 // declaring topology).
 //

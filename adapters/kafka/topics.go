@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 // topicMaker creates missing topics once per client. Safe for concurrent use.
@@ -18,12 +18,11 @@ type topicMaker struct {
 	partitions  int32
 	replication int16
 
-	mu    sync.Mutex
-	known map[string]chan struct{} // closed once the topic is known to exist
+	known driver.Lookups[struct{}] // topics known to exist
 }
 
 func newTopicMaker(adm *kadm.Client, c *Config) *topicMaker {
-	t := &topicMaker{adm: adm, partitions: -1, replication: -1, known: map[string]chan struct{}{}}
+	t := &topicMaker{adm: adm, partitions: -1, replication: -1}
 	if c.Partitions > 0 {
 		t.partitions = int32(c.Partitions)
 	}
@@ -35,38 +34,12 @@ func newTopicMaker(adm *kadm.Client, c *Config) *topicMaker {
 
 // ensure makes sure topic exists, creating it with the configured
 // partitions and replication. Concurrent callers for one topic share one
-// attempt; a failed attempt is not cached.
+// attempt; a failed attempt is not remembered (see driver.Lookups).
 func (t *topicMaker) ensure(ctx context.Context, topic string) error {
-	for {
-		t.mu.Lock()
-		ch, ok := t.known[topic]
-		if !ok {
-			ch = make(chan struct{})
-			t.known[topic] = ch
-			t.mu.Unlock()
-			err := t.create(ctx, topic)
-			t.mu.Lock()
-			if err != nil {
-				delete(t.known, topic)
-			}
-			close(ch)
-			t.mu.Unlock()
-			return err
-		}
-		t.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		t.mu.Lock()
-		_, ok = t.known[topic]
-		t.mu.Unlock()
-		if ok {
-			return nil
-		}
-		// The attempt we waited for failed: try ourselves.
-	}
+	_, err := t.known.Get(ctx, topic, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, t.create(ctx, topic)
+	})
+	return err
 }
 
 func (t *topicMaker) exists(ctx context.Context, topic string) (bool, error) {
@@ -119,9 +92,7 @@ func (t *topicMaker) remove(ctx context.Context, topic string) error {
 	if err := validateTopic(topic); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	delete(t.known, topic)
-	t.mu.Unlock()
+	t.known.Forget(topic)
 	r, err := t.adm.DeleteTopic(ctx, topic)
 	if err == nil {
 		err = r.Err

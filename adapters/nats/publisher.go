@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -43,8 +42,7 @@ func capabilities(maxPayload int) relay.Capabilities {
 type streams struct {
 	js   jetstream.JetStream
 	cfg  StreamConfig
-	mu   sync.Mutex
-	have map[string]string // topic -> stream name
+	have driver.Lookups[string] // topic -> stream name
 }
 
 // name is the stream that holds topic, creating it when the adapter
@@ -53,40 +51,29 @@ func (s *streams) name(ctx context.Context, topic string) (string, error) {
 	if s.cfg.Stream != "" {
 		return s.cfg.Stream, nil
 	}
-	s.mu.Lock()
-	name, ok := s.have[topic]
-	s.mu.Unlock()
-	if ok {
+	return s.have.Get(ctx, topic, func(ctx context.Context) (string, error) {
+		name := StreamName(topic)
+		_, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        name,
+			Description: "relay topic " + topic,
+			Subjects:    []string{topic},
+			Storage:     storageType(s.cfg.Storage),
+			Replicas:    max(1, s.cfg.Replicas),
+			MaxAge:      s.cfg.MaxAge,
+			MaxMsgs:     orUnlimited(s.cfg.MaxMsgs),
+			MaxBytes:    orUnlimited(s.cfg.MaxBytes),
+			Duplicates:  s.cfg.DuplicateWindow,
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return "", fmt.Errorf("relay/nats: creating stream %q for topic %q: %w", name, topic, err)
+		}
 		return name, nil
-	}
-	name = StreamName(topic)
-	_, err := s.js.CreateStream(ctx, jetstream.StreamConfig{
-		Name:        name,
-		Description: "relay topic " + topic,
-		Subjects:    []string{topic},
-		Storage:     storageType(s.cfg.Storage),
-		Replicas:    max(1, s.cfg.Replicas),
-		MaxAge:      s.cfg.MaxAge,
-		MaxMsgs:     orUnlimited(s.cfg.MaxMsgs),
-		MaxBytes:    orUnlimited(s.cfg.MaxBytes),
-		Duplicates:  s.cfg.DuplicateWindow,
 	})
-	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return "", fmt.Errorf("relay/nats: creating stream %q for topic %q: %w", name, topic, err)
-	}
-	s.mu.Lock()
-	s.have[topic] = name
-	s.mu.Unlock()
-	return name, nil
 }
 
 // forget drops topic from the cache, so that the next use creates its
 // stream again (it was deleted).
-func (s *streams) forget(topic string) {
-	s.mu.Lock()
-	delete(s.have, topic)
-	s.mu.Unlock()
-}
+func (s *streams) forget(topic string) { s.have.Forget(topic) }
 
 func storageType(s Storage) jetstream.StorageType {
 	if s == StorageMemory {
@@ -119,7 +106,7 @@ func newPublisher(nc *natsgo.Conn, sc StreamConfig, own bool) (relay.Publisher, 
 	if err != nil {
 		return nil, err
 	}
-	d := &pubDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, caps: capabilities(int(nc.MaxPayload()))}
+	d := &pubDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc}, caps: capabilities(int(nc.MaxPayload()))}
 	return driver.NewPublisher(d, 0), nil
 }
 

@@ -45,7 +45,7 @@ func newSubscriber(nc *natsgo.Conn, sc StreamConfig, cfg SubscriberConfig, own b
 		return nil, err
 	}
 	window, maxWindow := driver.AdaptiveWindow(cfg.InFlight, DefaultInFlight)
-	d := &subDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc, have: map[string]string{}}, cfg: cfg,
+	d := &subDriver{nc: nc, own: own, js: js, streams: &streams{js: js, cfg: sc}, cfg: cfg,
 		caps: capabilities(int(nc.MaxPayload())), window: window, maxWindow: maxWindow}
 	return driver.NewSubscriber(d, driver.Options{
 		InFlight:      window,

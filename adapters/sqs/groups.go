@@ -68,7 +68,7 @@ func (d *pubDriver) CheckGroups(ctx context.Context, topic string) error {
 // findTopicArn returns the ARN of the SNS topic of relay topic topic
 // without creating it: from the cache or existingTopicArn.
 func (t *topology) findTopicArn(ctx context.Context, topic string) (arn string, found bool, err error) {
-	if arn, ok := t.topics.cached(topic); ok {
+	if arn, ok := t.topics.Cached(topic); ok {
 		return arn, true, nil
 	}
 	return t.existingTopicArn(ctx, snsTopicName(topic))

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
@@ -18,6 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/go-relay/relay"
+	"github.com/go-relay/relay/driver"
 )
 
 var (
@@ -48,94 +48,21 @@ func validateName(scheme, name string, fifoOnly bool) error {
 	return nil
 }
 
-// cache remembers values that take a broker call to find (queue URLs,
-// ARNs). Concurrent lookups of one key share one call; failures are not
-// remembered.
-type cache struct {
-	mu sync.Mutex
-	m  map[string]*cacheEntry
-}
-
-type cacheEntry struct {
-	done chan struct{}
-	val  string
-	err  error
-}
-
-func (c *cache) get(ctx context.Context, key string, fill func(context.Context) (string, error)) (string, error) {
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = make(map[string]*cacheEntry)
-	}
-	e := c.m[key]
-	if e == nil {
-		e = &cacheEntry{done: make(chan struct{})}
-		c.m[key] = e
-		c.mu.Unlock()
-		e.val, e.err = fill(ctx)
-		if e.err != nil {
-			c.mu.Lock()
-			if c.m[key] == e {
-				delete(c.m, key)
-			}
-			c.mu.Unlock()
-		}
-		close(e.done)
-		return e.val, e.err
-	}
-	c.mu.Unlock()
-	select {
-	case <-e.done:
-		return e.val, e.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
-
-// cached returns the value of key when a lookup of it has succeeded.
-func (c *cache) cached(key string) (string, bool) {
-	c.mu.Lock()
-	e := c.m[key]
-	c.mu.Unlock()
-	if e == nil {
-		return "", false
-	}
-	select {
-	case <-e.done:
-		return e.val, e.err == nil
-	default:
-		return "", false
-	}
-}
-
-// forget drops key, so that the next get looks it up again.
-func (c *cache) forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.m[key]; e != nil {
-		select {
-		case <-e.done:
-			delete(c.m, key)
-		default: // a lookup is running; it will be fresh
-		}
-	}
-}
-
 // topology creates and finds queues, topics and subscriptions.
 type topology struct {
 	c   *clients
 	cfg Config
 	log *slog.Logger
 
-	queues cache // queue name -> URL
-	arns   cache // queue URL -> ARN
-	topics cache // topic name -> ARN
-	groups cache // topic name -> URL of this subscriber's group queue
+	queues driver.Lookups[string] // queue name -> URL
+	arns   driver.Lookups[string] // queue URL -> ARN
+	topics driver.Lookups[string] // topic name -> ARN
+	groups driver.Lookups[string] // topic name -> URL of this subscriber's group queue
 }
 
 // queueURL returns the URL of queue name, creating it unless NoCreateQueues.
 func (t *topology) queueURL(ctx context.Context, name string) (string, error) {
-	return t.queues.get(ctx, name, func(ctx context.Context) (string, error) {
+	return t.queues.Get(ctx, name, func(ctx context.Context) (string, error) {
 		if t.cfg.NoCreateQueues {
 			out, err := t.c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 			if err != nil {
@@ -155,7 +82,7 @@ func (t *topology) queueURL(ctx context.Context, name string) (string, error) {
 }
 
 // forgetQueue makes the next use of queue name look it up (or create it) again.
-func (t *topology) forgetQueue(name string) { t.queues.forget(name) }
+func (t *topology) forgetQueue(name string) { t.queues.Forget(name) }
 
 // queueAttributes are the attributes a queue this adapter creates gets:
 // only what the configuration asks for, so that a queue created elsewhere
@@ -207,7 +134,7 @@ func (t *topology) redrivePolicy(ctx context.Context, name string) (string, erro
 	if isFIFO(dlq) != isFIFO(name) {
 		return "", fmt.Errorf("relay/sqs: dead-letter queue %q of %q: a FIFO queue needs a FIFO dead-letter queue and a standard one a standard one", dlq, name)
 	}
-	dlqURL, err := t.queues.get(ctx, dlq, func(ctx context.Context) (string, error) {
+	dlqURL, err := t.queues.Get(ctx, dlq, func(ctx context.Context) (string, error) {
 		attrs := map[string]string{}
 		if isFIFO(dlq) {
 			attrs[string(sqstypes.QueueAttributeNameFifoQueue)] = "true"
@@ -260,7 +187,7 @@ func (t *topology) createQueue(ctx context.Context, name string, attrs map[strin
 
 // queueArn returns the ARN of the queue at url.
 func (t *topology) queueArn(ctx context.Context, url string) (string, error) {
-	return t.arns.get(ctx, url, func(ctx context.Context) (string, error) {
+	return t.arns.Get(ctx, url, func(ctx context.Context) (string, error) {
 		out, err := t.c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 		if err != nil {
@@ -278,7 +205,7 @@ func (t *topology) queueArn(ctx context.Context, url string) (string, error) {
 // snsTopicName), creating it unless NoCreateTopics (then it is built from
 // Account, or looked up with ListTopics).
 func (t *topology) topicArn(ctx context.Context, topic string) (string, error) {
-	return t.topics.get(ctx, topic, func(ctx context.Context) (string, error) {
+	return t.topics.Get(ctx, topic, func(ctx context.Context) (string, error) {
 		name := snsTopicName(topic)
 		if !t.cfg.NoCreateTopics {
 			in := &sns.CreateTopicInput{Name: aws.String(name)}
@@ -300,14 +227,14 @@ func (t *topology) topicArn(ctx context.Context, topic string) (string, error) {
 }
 
 // forgetTopic makes the next use of topic name look it up again.
-func (t *topology) forgetTopic(name string) { t.topics.forget(name) }
+func (t *topology) forgetTopic(name string) { t.topics.Forget(name) }
 
 // groupQueue provisions qname, the queue of this subscriber's group on SNS
 // topic topic: the topic, the queue, the queue policy statement that lets
 // the topic send to it, and the subscription (raw delivery unless
 // NoRawDelivery). It returns the queue's URL. Every step is idempotent.
 func (t *topology) groupQueue(ctx context.Context, topic, qname string) (string, error) {
-	return t.groups.get(ctx, topic, func(ctx context.Context) (string, error) {
+	return t.groups.Get(ctx, topic, func(ctx context.Context) (string, error) {
 		topicArn, err := t.topicArn(ctx, topic)
 		if err != nil {
 			return "", err
@@ -351,9 +278,9 @@ func (t *topology) groupQueue(ctx context.Context, topic, qname string) (string,
 
 // forgetGroup makes the next use of topic re-provision its group queue qname.
 func (t *topology) forgetGroup(topic, qname string) {
-	t.groups.forget(topic)
-	t.topics.forget(topic)
-	t.queues.forget(qname)
+	t.groups.Forget(topic)
+	t.topics.Forget(topic)
+	t.queues.Forget(qname)
 }
 
 // allowTopic merges a statement letting topicArn send into the queue's policy.
