@@ -51,7 +51,9 @@
 // attempts of redeliveries the broker does not count, Mover for the
 // background loop of an emulated delayed delivery, Lookups for what a
 // broker call found per topic (a queue's URL, a stream, a topic known to
-// exist), and backoff.Retry for
+// exist), ReadAhead for what a client brought before Receive asked (a
+// fetch shared by several subscriptions, messages the broker pushes),
+// bounded by bytes and count, and backoff.Retry for
 // the broker calls outside Receive, Settle and SendBatch (reconnecting,
 // declaring topology).
 //

@@ -26,7 +26,7 @@ func QueuedAhead(sub relay.Subscriber, topic string) (records, bytes int) {
 	for _, m := range members {
 		if r := m.receiver(topic); r != nil {
 			r.mu.Lock()
-			records, bytes = records+len(r.queue), bytes+r.queuedBytes
+			records, bytes = records+r.ahead.Len(), bytes+r.ahead.Bytes()
 			r.mu.Unlock()
 		}
 	}

@@ -26,14 +26,15 @@ import (
 //
 // The member has no goroutine of its own: the subscriptions' Receive
 // calls poll the client, one at a time (see await), and route the records
-// to each topic's receiver, which queues them until its subscription asks.
-// A Receive also drains what the client has buffered into the queues
-// (see drain), since the client fetches again only once its buffer is
-// taken. The client is polled only while no topic's queue is full
-// (receiver.queueFull: a fetch's worth of bytes), so a fast consumer's
-// topic is never paused (kgo drops a paused topic's buffered records and
-// fetches them again on resume, after the fetch in flight, which costs up
-// to fetch_max_wait). A topic whose full queue has waited longer than
+// to each topic's receiver, whose read-ahead (driver.ReadAhead) holds them
+// until its subscription asks. A Receive also drains what the client has
+// buffered into the read-aheads (see drain), since the client fetches
+// again only once its buffer is taken. The client is polled only while no
+// topic's read-ahead is full (a fetch's worth of bytes, fetch_max_bytes,
+// or aheadRecords), so a fast consumer's topic is never paused (kgo drops
+// a paused topic's buffered records and fetches them again on resume,
+// after the fetch in flight, which costs up to fetch_max_wait). A topic
+// whose full read-ahead has waited longer than
 // queueGrace for its subscription (a slow or stuck consumer) is paused
 // (PauseFetchTopics) until its subscription has taken half of it, so that
 // it does not hold back the other topics. The client blocks
@@ -177,7 +178,7 @@ func (m *member) close(ctx context.Context) {
 // ends.
 func (m *member) await(ctx context.Context, r *receiver) bool {
 	select {
-	case <-r.ready:
+	case <-r.ahead.Ready():
 		return true
 	case m.poller <- struct{}{}:
 	case <-ctx.Done():
@@ -188,7 +189,7 @@ func (m *member) await(ctx context.Context, r *receiver) bool {
 		t := time.NewTimer(queueGrace / 4)
 		defer t.Stop()
 		select {
-		case <-r.ready:
+		case <-r.ahead.Ready():
 		case <-m.room:
 		case <-t.C:
 		case <-ctx.Done():
@@ -236,9 +237,10 @@ func (m *member) pollSize() int {
 }
 
 // pollSizeFor is how many records the next poll takes, given what the
-// client has buffered: all of it when every fetched topic's queue can take
-// it whole (receiver.takesWhole), otherwise what every such queue has room
-// for (receiver.pollRoom), at most max(64, the largest window). Records beyond it
+// client has buffered: all of it when every fetched topic's read-ahead can
+// take it whole (ReadAhead.TakesWhole), otherwise what every such
+// read-ahead has room for (ReadAhead.Room), at most max(64, the largest
+// window). Records beyond it
 // stay in the client's buffer. The count, not "all", bounds the poll, so
 // that a fetch that replaced the buffered one meanwhile (a rebalance
 // drops a buffered fetch) is not taken whole unchecked.
@@ -250,8 +252,8 @@ func (m *member) pollSizeFor(records, bytes int) int {
 	for _, r := range m.recvs {
 		r.mu.Lock()
 		if !r.topicPaused {
-			n = r.pollRoom(n)
-			whole = whole && r.takesWhole(records, bytes)
+			n = r.ahead.Room(n)
+			whole = whole && r.ahead.TakesWhole(records, bytes)
 		}
 		r.mu.Unlock()
 	}
@@ -277,8 +279,8 @@ func (m *member) full(now time.Time) bool {
 	blocked := false
 	for _, r := range m.recvs {
 		r.mu.Lock()
-		if !r.topicPaused && r.queueFull() {
-			if shared && now.Sub(r.queue[0].queued) >= queueGrace {
+		if !r.topicPaused && r.ahead.Full() {
+			if oldest, _ := r.ahead.Peek(); shared && now.Sub(oldest.queued) >= queueGrace {
 				r.topicPaused = true
 				pause = append(pause, r.topic)
 			} else {

@@ -53,17 +53,16 @@ type receiver struct {
 
 	commitMu sync.Mutex // orders the driver's commits, revocations and Close
 
-	mu          sync.Mutex
-	parts       map[int32]*partState
-	queue       []*handle        // polled, not yet handed out
-	queuedBytes int              // record bytes (key and value) of queue
-	aheadBytes  int              // fetch_max_bytes: queue is full from this many queued bytes
-	sizeGuess   driver.SizeGuess // of recent polls' records, for sizing a poll
+	mu    sync.Mutex
+	parts map[int32]*partState
+	// ahead holds the polled records not handed out yet, bounded by
+	// fetch_max_bytes of keys and values and by aheadRecords (see
+	// member): its Ready wakes the Receive waiting for r.
+	ahead       *driver.ReadAhead[*handle]
 	redeliver   []*handle
 	fetchErr    error
-	closed      bool // no more records are registered
-	topicPaused bool // the queue stayed full: fetching of the topic paused (see member.wait)
-	ready       chan struct{}
+	closed      bool               // no more records are registered
+	topicPaused bool               // ahead stayed full: fetching of the topic paused (see member.full)
 	stopPoll    context.CancelFunc // ends this receiver's poll in progress; nil while none
 }
 
@@ -91,21 +90,17 @@ func newReceiver(d *subDriver, topic string) *receiver {
 		topic:          topic,
 		log:            d.cfg.Logger.With("backend", "kafka", "topic", topic, "group", d.cfg.Group),
 		window:         max(1, d.maxWindow),
-		aheadBytes:     max(1, d.cfg.FetchMaxBytes),
 		maxUncommitted: d.cfg.MaxUncommitted,
 		parts:          make(map[int32]*partState),
-		ready:          make(chan struct{}, 1),
+		ahead:          driver.NewReadAhead(max(1, d.cfg.FetchMaxBytes), aheadRecords(d.maxWindow), handleBytes),
 	}
 	r.arena, r.pollArena = decodeArena(d.cfg), decodeArena(d.cfg)
 	return r
 }
 
-// signal wakes the Receive waiting for r's queue, ending its poll.
+// signal wakes the Receive waiting for r's records, ending its poll.
 func (r *receiver) signal() {
-	select {
-	case r.ready <- struct{}{}:
-	default:
-	}
+	r.ahead.Wake()
 	r.mu.Lock()
 	stop := r.stopPoll
 	r.mu.Unlock()
@@ -134,15 +129,12 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 	for {
 		r.m.drain()
 		r.mu.Lock()
-		out := r.take(&r.redeliver, max)
-		if len(out) == 0 {
-			out = r.take(&r.queue, max)
-		}
+		out := r.take(max)
 		resume := false
-		if r.topicPaused && r.queueHalfEmpty() {
+		if r.topicPaused && r.ahead.HalfEmpty() {
 			r.topicPaused, resume = false, true
 		}
-		room := len(out) > 0 && !r.queueFull()
+		room := len(out) > 0 && !r.ahead.Full()
 		err := r.fetchErr
 		if len(out) == 0 {
 			r.fetchErr = nil
@@ -166,21 +158,39 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 	}
 }
 
-// take pops up to max handles of partitions still owned from q and turns
-// them into deliveries, counting each delivery. Call with r.mu held.
-func (r *receiver) take(q *[]*handle, max int) []driver.Received {
-	k := min(max, len(*q))
+// take pops up to max handles of partitions still owned, redeliveries
+// first, otherwise records polled ahead, and turns them into deliveries,
+// counting each delivery. Call with r.mu held.
+func (r *receiver) take(max int) []driver.Received {
+	if out := r.takeFrom(max, len(r.redeliver), r.popRedelivery); len(out) > 0 {
+		return out
+	}
+	return r.takeFrom(max, r.ahead.Len(), r.ahead.Pop)
+}
+
+func (r *receiver) popRedelivery() (*handle, bool) {
+	if len(r.redeliver) == 0 {
+		return nil, false
+	}
+	h := r.redeliver[0]
+	if r.redeliver = r.redeliver[1:]; len(r.redeliver) == 0 {
+		r.redeliver = nil
+	}
+	return h, true
+}
+
+// takeFrom is take from one source of handles, which holds queued of them.
+func (r *receiver) takeFrom(max, queued int, pop func() (*handle, bool)) []driver.Received {
+	k := min(max, queued)
 	if k == 0 {
 		return nil
 	}
 	out := make([]driver.Received, 0, k)
 	var msgs []relay.Message // redeliveries' messages, one allocation for the batch
-	n := 0
-	for n < len(*q) && len(out) < max {
-		h := (*q)[n]
-		n++
-		if q == &r.queue {
-			r.queuedBytes -= recordBytes(h.rec)
+	for len(out) < max {
+		h, ok := pop()
+		if !ok {
+			break
 		}
 		if h.ps.revoked {
 			continue // partition revoked meanwhile
@@ -202,10 +212,6 @@ func (r *receiver) take(q *[]*handle, max int) []driver.Received {
 		h.msg = nil // the consumer's now
 		out = append(out, driver.Received{Msg: m, Attempt: int(h.attempt), Handle: h,
 			Position: relay.PartitionPosition(h.rec.Partition, h.rec.Offset)})
-	}
-	*q = (*q)[n:]
-	if len(*q) == 0 {
-		*q = nil
 	}
 	return out
 }
@@ -264,14 +270,12 @@ func (r *receiver) register(ft kgo.FetchTopic) {
 				pause = append(pause, ps.part)
 			}
 			*h = handle{ps: ps, rec: rec, msg: m, queued: now}
-			r.queue = append(r.queue, h)
-			size := recordBytes(rec)
-			r.queuedBytes += size
-			largest = max(largest, size)
+			r.ahead.Push(h)
+			largest = max(largest, recordBytes(rec))
 		})
 	})
 	if n > 0 {
-		r.sizeGuess.Observe(int64(largest))
+		r.ahead.Observe(largest)
 	}
 	r.mu.Unlock()
 	if len(pause) > 0 {
@@ -362,7 +366,8 @@ func (r *receiver) Close(ctx context.Context) error {
 		}
 	}
 	r.parts = map[int32]*partState{}
-	r.queue, r.redeliver, r.queuedBytes = nil, nil, 0
+	r.redeliver = nil
+	r.ahead.Clear()
 	r.mu.Unlock()
 	if len(paused) > 0 {
 		r.m.cl.ResumeFetchPartitions(map[string][]int32{r.topic: paused})
@@ -400,18 +405,9 @@ func (r *receiver) drop(parts []int32, commit bool) {
 		r.forget(ps)
 		delete(r.parts, p)
 	}
-	// Queued records of dropped partitions go to their new owner: take
-	// them out, so they do not count against the read-ahead.
-	r.queue = slices.DeleteFunc(r.queue, func(h *handle) bool {
-		if h.ps.revoked {
-			r.queuedBytes -= recordBytes(h.rec)
-			return true
-		}
-		return false
-	})
-	if len(r.queue) == 0 {
-		r.queue, r.queuedBytes = nil, 0
-	}
+	// Records of dropped partitions waiting ahead go to their new owner:
+	// take them out, so they do not count against the read-ahead.
+	r.ahead.DeleteFunc(func(h *handle) bool { return h.ps.revoked })
 	r.mu.Unlock()
 	r.m.roomMade()
 	if len(resume) > 0 {
@@ -458,52 +454,17 @@ func (r *receiver) forget(ps *partState) {
 	})
 }
 
-// maxAheadRecords bounds the records queued ahead of a subscription
-// whatever their size (a queued record costs its handle beyond the
+// maxAheadRecords bounds the records polled ahead of a subscription
+// whatever their size (a waiting record costs its handle beyond the
 // record itself).
 const maxAheadRecords = 8192
 
-// queueFull reports whether the member should stop polling for this
-// subscription: its queue holds a fetch's worth of bytes (fetch_max_bytes)
-// or maxAheadRecords (at least two windows) records (a poll below that may
-// bring up to four times as much: see takesWhole). Draining the client's
-// buffered fetch into the queue as soon as it arrives lets the client send
-// the next fetch (it sends one only when the last one was polled), so that
-// fetching overlaps delivery; what is read ahead stays bounded by bytes, so
-// large records do not pile up. Call with r.mu held.
-func (r *receiver) queueFull() bool {
-	return len(r.queue) > 0 && (r.queuedBytes >= r.aheadBytes || len(r.queue) >= max(2*r.window, maxAheadRecords))
-}
+// aheadRecords is a subscription's bound of records polled ahead: at
+// least two windows.
+func aheadRecords(window int) int { return max(2*max(1, window), maxAheadRecords) }
 
-// pollRoom is how many records a poll may bring for this subscription
-// without its queue going past aheadBytes by more than a record, by the
-// size of recent records: one before any record was seen, at most limit.
-// Call with r.mu held.
-func (r *receiver) pollRoom(limit int) int {
-	if !r.sizeGuess.Known() {
-		return 1
-	}
-	return max(1, min(limit, int(r.sizeGuess.Fit(int64(r.aheadBytes-r.queuedBytes)))))
-}
-
-// takesWhole reports whether the queue may take the client's buffered
-// records (and their bytes) whole: if it then holds at most four times its
-// bounds. The client fetches again only once its buffered fetch is
-// drained, and compressed records decode to several times
-// fetch_max_bytes, so taking only what fits in aheadBytes left a fetch in
-// the buffer until the queue had nearly run dry. A larger fetch is taken
-// as it fits, so the queue stays bounded however well records compress.
-// Call with r.mu held.
-func (r *receiver) takesWhole(records, bytes int) bool {
-	return int64(r.queuedBytes)+int64(bytes) <= 4*int64(r.aheadBytes) &&
-		len(r.queue)+records <= 4*max(2*r.window, maxAheadRecords)
-}
-
-// queueHalfEmpty reports whether a paused topic's queue has been taken
-// down enough to fetch again. Call with r.mu held.
-func (r *receiver) queueHalfEmpty() bool {
-	return r.queuedBytes <= r.aheadBytes/2 && len(r.queue) <= max(2*r.window, maxAheadRecords)/2
-}
-
-// recordBytes is what a queued record weighs against aheadBytes.
+// recordBytes is what a record waiting ahead weighs against
+// fetch_max_bytes.
 func recordBytes(rec *kgo.Record) int { return len(rec.Key) + len(rec.Value) }
+
+func handleBytes(h *handle) int { return recordBytes(h.rec) }

@@ -208,7 +208,7 @@ func TestTrackerFind(t *testing.T) {
 // assigned again (a new state), whose records belong to the new
 // assignment.
 func TestRevokedHandlesAreStale(t *testing.T) {
-	r := &receiver{d: &subDriver{}, parts: map[int32]*partState{}, ready: make(chan struct{}, 1)}
+	r := &receiver{d: &subDriver{}, parts: map[int32]*partState{}, ahead: driver.NewReadAhead(1<<20, 0, handleBytes)}
 	old := newPartState(0)
 	old.add(5, 0, 1)
 	old.add(6, 0, 1)
@@ -231,7 +231,8 @@ func TestRevokedHandlesAreStale(t *testing.T) {
 		t.Fatalf("a stale ack moved a target: old %d, fresh %d", old.target.Offset, fresh.target.Offset)
 	}
 	r.mu.Lock()
-	got := r.take(&[]*handle{queued}, 10)
+	r.ahead.Push(queued)
+	got := r.take(10)
 	r.mu.Unlock()
 	if len(got) != 0 {
 		t.Fatalf("a queued handle of the revoked partition was handed out: %d", len(got))
@@ -244,14 +245,17 @@ func TestRevokedHandlesAreStale(t *testing.T) {
 	other.add(9, 0, 1)
 	r.parts[1] = other
 	kept := &handle{ps: other, rec: &kgo.Record{Partition: 1, Offset: 9, Value: []byte("bb")}}
-	r.queue = []*handle{{ps: fresh, rec: &kgo.Record{Offset: 5, Value: []byte("a")}}, kept}
-	r.queuedBytes = 3
+	r.ahead.Push(&handle{ps: fresh, rec: &kgo.Record{Offset: 5, Value: []byte("a")}})
+	r.ahead.Push(kept)
 	r.drop([]int32{0}, false)
 	t.Cleanup(func() { attempts.Take(attemptKey{partition: 0, offset: 5}) })
 	if !fresh.revoked || other.revoked || r.parts[0] != nil {
 		t.Fatalf("after drop: dropped revoked %v, other revoked %v, state kept %v", fresh.revoked, other.revoked, r.parts[0] != nil)
 	}
-	if len(r.queue) != 1 || r.queue[0] != kept || r.queuedBytes != 2 {
-		t.Fatalf("after drop: queue %d records (%d bytes), want only the other partition's (2 bytes)", len(r.queue), r.queuedBytes)
+	if n, b := r.ahead.Len(), r.ahead.Bytes(); n != 1 || b != 2 {
+		t.Fatalf("after drop: %d records (%d bytes) ahead, want only the other partition's (2 bytes)", n, b)
+	}
+	if h, _ := r.ahead.Pop(); h != kept {
+		t.Fatalf("after drop: the record ahead is %v, want the other partition's", h)
 	}
 }

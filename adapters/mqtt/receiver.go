@@ -39,10 +39,11 @@ type receiver struct {
 	epoch  uint64        // counts connections; a delivery's epoch is the one it came on
 	lost   chan struct{} // open while the connection of epoch may be up; nil when it is not
 	why    error         // why the last connection was lost
-	queue  []*delivery   // received or nacked, to be returned by Receive
-	wake   chan struct{}
-	held   map[uint16]*delivery // by packet identifier: delivered at QoS 1 and not acked
-	doubt  map[uint16]bool      // acked while no connection was up: acked again when resent
+	// queue holds what was received or nacked, for Receive; unbounded,
+	// since the broker pushes at most its inflight limit unacknowledged.
+	queue *driver.ReadAhead[*delivery]
+	held  map[uint16]*delivery // by packet identifier: delivered at QoS 1 and not acked
+	doubt map[uint16]bool      // acked while no connection was up: acked again when resent
 }
 
 // delivery is a message and the handle of its settlement.
@@ -102,16 +103,9 @@ func (r *receiver) onMessage(_ paho.Client, m paho.Message) {
 	if qos1 {
 		r.held[id] = d
 	}
-	r.queue = append(r.queue, d)
+	r.queue.Push(d)
 	r.mu.Unlock()
-	r.signal()
-}
-
-func (r *receiver) signal() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.queue.Wake()
 }
 
 // onLost marks the connection of epoch lost.
@@ -170,16 +164,13 @@ func (r *receiver) connect(ctx context.Context) error {
 func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, error) {
 	for {
 		r.mu.Lock()
-		if n := min(max, len(r.queue)); n > 0 {
+		if n := min(max, r.queue.Len()); n > 0 {
 			// Payloads read under the lock: a resend may rebind d.msg.
 			out, raw := make([]driver.Received, n), r.raw[:0]
-			for i, d := range r.queue[:n] {
+			for i := range out {
+				d, _ := r.queue.Pop()
 				out[i] = driver.Received{Attempt: d.attempt, Handle: d}
 				raw = append(raw, d.msg.Payload())
-			}
-			r.queue = r.queue[n:]
-			if len(r.queue) == 0 {
-				r.queue = nil
 			}
 			r.mu.Unlock()
 			for i, p := range raw {
@@ -202,7 +193,7 @@ func (r *receiver) Receive(ctx context.Context, max int) ([]driver.Received, err
 			continue
 		}
 		select {
-		case <-r.wake:
+		case <-r.queue.Ready():
 		case <-lost:
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -223,7 +214,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 		d := s.Handle.(*delivery)
 		if !s.Ack {
 			d.attempt++
-			r.queue = append(r.queue, d)
+			r.queue.Push(d)
 			requeued = true
 			continue
 		}
@@ -240,7 +231,7 @@ func (r *receiver) Settle(ctx context.Context, batch []driver.Settle) error {
 	}
 	r.mu.Unlock()
 	if requeued {
-		r.signal()
+		r.queue.Wake()
 	}
 	for i, m := range acks {
 		if err := ctx.Err(); err != nil {
@@ -278,7 +269,8 @@ func (r *receiver) Release(_ context.Context, handles []any) error {
 func (r *receiver) Close(ctx context.Context) error {
 	r.mu.Lock()
 	cl, up := r.client, r.lost != nil
-	r.client, r.lost, r.queue = nil, nil, nil
+	r.client, r.lost = nil, nil
+	r.queue.Clear()
 	r.mu.Unlock()
 	var err error
 	if cl != nil {
@@ -299,5 +291,5 @@ const flushFilter = "$relay/flush"
 // go) for filter, not connected yet.
 func newReceiver(cfg Config, filter, session string, release func()) *receiver {
 	return &receiver{cfg: cfg, filter: filter, session: session, release: release,
-		wake: make(chan struct{}, 1), held: map[uint16]*delivery{}, doubt: map[uint16]bool{}}
+		queue: driver.NewReadAhead[*delivery](0, 0, nil), held: map[uint16]*delivery{}, doubt: map[uint16]bool{}}
 }
