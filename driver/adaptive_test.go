@@ -98,6 +98,72 @@ func TestAdaptiveWindowGrowsWhileHandlerWaits(t *testing.T) {
 	}
 }
 
+// TestAdaptiveWholeWindowGrowsWhole: a driver that settles the whole
+// window at once (SettleBatch = InFlight) has its window grow without
+// splitting: the slots it grew by while a batch was out are received
+// with the rest of the window once that batch is settled, not apart
+// (each Receive asks for more than the one before until the window is
+// grown), and then about one Receive per window.
+func TestAdaptiveWholeWindowGrowsWhole(t *testing.T) {
+	const n = 20000
+	r := &followRecv{fakeRecv: newFakeRecv(n)}
+	r.cost = 200 * time.Microsecond // a Receive takes a moment, as a broker's does
+	s := NewSubscriber(followSub{r}, Options{InFlight: 8, MaxInFlight: 64, SettleBatch: 8})
+	consumeAll(t, s, n, false)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.settled) != n {
+		t.Fatalf("%d settled, want %d", len(r.settled), n)
+	}
+	full := slices.Index(r.asked, 64)
+	if full < 0 {
+		t.Fatalf("no Receive asked for the grown window of 64: %v", r.asked)
+	}
+	for i := 1; i <= full; i++ {
+		if r.asked[i] <= r.asked[i-1] {
+			t.Fatalf("while the window grew, Receive asked for %v: the grown slots were received apart", r.asked[:full+1])
+		}
+	}
+	if calls, most := len(r.asked), n/64*5/4; calls > most {
+		t.Errorf("%d Receive calls for %d messages, want at most %d", calls, n, most)
+	}
+}
+
+// TestWholeWindowNotReceivedInParts: with a handler slower per window
+// than SettleLinger (but not per half window than maxFillWait), the flusher sends part of a whole-settled window
+// after its linger; the receive loop waits for half the window to be
+// free instead of asking for each part as it comes back.
+func TestWholeWindowNotReceivedInParts(t *testing.T) {
+	const n, window = 1000, 64
+	r := &followRecv{fakeRecv: newFakeRecv(n)}
+	s := NewSubscriber(followSub{r}, Options{InFlight: window, SettleBatch: window})
+	ch, err := s.Subscribe(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		m := <-ch
+		// Busy for 40µs (a sleep would take a millisecond or more): a
+		// window takes 2.5 ms, SettleLinger 1 ms, and half a window less
+		// than maxFillWait.
+		for start := time.Now(); time.Since(start) < 40*time.Microsecond; {
+		}
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, a := range r.asked[1:] { // the first asks for one message, to learn the size
+		if a < window/2 {
+			t.Fatalf("Receive %d asked for %d of a window of %d (asked %v)", i+1, a, window, r.asked)
+		}
+	}
+}
+
 // TestAdaptiveWindowStaysForBusyHandler: a handler that always holds a
 // message (it never waits for the window) keeps the starting window.
 func TestAdaptiveWindowStaysForBusyHandler(t *testing.T) {

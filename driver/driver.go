@@ -357,8 +357,11 @@ type Options struct {
 	// that the handler works on one half while the other is settled and
 	// refilled. A driver whose receive calls cost more than its settle
 	// calls may set the whole window, so that a fast handler's acks free
-	// the window in one step and Receive asks for all of it. At most
-	// InFlight.
+	// the window in one step and Receive asks for all of it; the window
+	// then stays whole: while the handler holds messages, Receive is not
+	// asked for less than half of it (for up to 20ms), and the slots an
+	// adaptive window grows by join the next Receive, not one of their
+	// own. At most InFlight.
 	SettleBatch int
 	// InFlightBytes bounds the bytes (payload, ID, Key and metadata) of
 	// the unsettled messages a subscription holds, beside InFlight, so

@@ -51,6 +51,7 @@ type subscription struct {
 	reserved  int       // slots reserved by Receive calls in progress
 	flushAt   int       // pending settlements that trigger a flush without lingering
 	held      int       // slots held by pending settlements, freed once they are flushed
+	deferred  int       // slots the window grew by while its batch was out (see growLocked), freed by the flush that leaves nothing unsettled
 	bytes     int64     // bytes of the delivered, unsettled messages
 	maxBytes  int64     // Options.InFlightBytes; <= 0: no byte bound
 	sizeGuess SizeGuess // of recent batches, for sizing a Receive
@@ -209,7 +210,7 @@ func (s *subscription) receive() {
 		loops = max(1, min(loops, s.window))
 	}
 	if loops == 1 {
-		s.receiveLoop(perCall)
+		s.receiveLoop(perCall, true)
 		return
 	}
 	var wg sync.WaitGroup
@@ -217,7 +218,7 @@ func (s *subscription) receive() {
 	for range loops {
 		go func() {
 			defer wg.Done()
-			s.receiveLoop(perCall)
+			s.receiveLoop(perCall, false)
 			s.cancel()
 		}()
 	}
@@ -227,8 +228,10 @@ func (s *subscription) receive() {
 // receiveLoop calls Receive for what the window has room for (at most
 // perCall messages when positive), reserving the slots for the call so
 // that concurrent loops never ask for more than the window holds, and
-// delivers what it returns.
-func (s *subscription) receiveLoop(perCall int) {
+// delivers what it returns. A loop alone on its subscription waits
+// (up to maxFillWait) rather than ask for a small part of a window its
+// driver settles whole (see partialLocked).
+func (s *subscription) receiveLoop(perCall int, alone bool) {
 	var bo backoffState
 	var (
 		msgs   []*relay.Message // reused from batch to batch
@@ -243,6 +246,7 @@ func (s *subscription) receiveLoop(perCall int) {
 	probeWait := min(s.parent.opts.SettleLinger, maxProbeWait)
 	probed := false
 	_, follower := s.r.(WindowFollower)
+	var filling time.Time // since when the loop waits for the window to fill
 	for {
 		if probed {
 			probed = false
@@ -255,6 +259,19 @@ func (s *subscription) receiveLoop(perCall int) {
 		if perCall > 0 {
 			n = min(n, perCall)
 		}
+		if n > 0 && alone && s.partialLocked() {
+			if filling.IsZero() {
+				filling = time.Now()
+			}
+			if wait := maxFillWait - time.Since(filling); wait > 0 {
+				s.mu.Unlock()
+				if !s.awaitSlot(wait) {
+					return
+				}
+				continue
+			}
+		}
+		filling = time.Time{}
 		if n <= 0 {
 			// The whole window is out (not the byte bound holding Receive
 			// back): if the handler has settled all of it by the time
@@ -270,7 +287,7 @@ func (s *subscription) receiveLoop(perCall int) {
 				s.mu.Lock()
 				grown := 0
 				if s.unsettled.len() == 0 && s.reserved == 0 {
-					grown = s.growLocked()
+					grown = s.growLocked(false)
 				}
 				s.mu.Unlock()
 				if grown > 0 {
@@ -340,7 +357,7 @@ func (s *subscription) receiveLoop(perCall int) {
 		grown := 0
 		if !probe && n > 0 && s.unsettled.len() == 0 && s.window < s.maxWindow &&
 			(len(batch) == n || follower && len(batch) > 0 && s.held > 0) {
-			grown = s.growLocked()
+			grown = s.growLocked(s.flushAt >= s.window)
 		}
 		for _, rc := range batch {
 			size := int64(EncodedSize(rc.Msg))
@@ -398,6 +415,41 @@ func (s *subscription) receiveLoop(perCall int) {
 	}
 }
 
+// partialLocked reports whether a Receive now would take only a small
+// part of a window that the driver settles whole (SettleBatch is the
+// window): less than half of it is free, while the handler still holds
+// messages or their settlements wait for the flush that frees the rest.
+// Asking for that part splits the window (the flusher lingers at most
+// SettleLinger for the whole batch, and a handler slower than that per
+// window has part of it flushed first) into parts that are received and
+// settled apart, window after window, for as long as the backlog lasts:
+// more receive calls and settlements, each costing the broker a claim,
+// a pull or a commit. Called with s.mu held.
+func (s *subscription) partialLocked() bool {
+	return s.flushAt >= s.window && s.free < s.window/2 && (s.unsettled.len() > 0 || s.held > 0)
+}
+
+// maxFillWait bounds how long a receive loop waits for half a
+// whole-settled window to be free (see partialLocked) before it asks for
+// what is free: a handler that holds more than half the window until
+// more messages come (one that collects a batch) gets them after this
+// wait; a handler that acks is much sooner. A variable for tests only.
+var maxFillWait = 20 * time.Millisecond
+
+// awaitSlot waits up to d for a window slot to be freed. It returns false
+// when the subscription ends first.
+func (s *subscription) awaitSlot(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.ctx.Done():
+		return false
+	case <-s.slotFreed:
+	case <-t.C:
+	}
+	return true
+}
+
 // maxProbeWait bounds how long the receive loop waits, after the call
 // that probed the message size, for the probed message to be settled
 // before it asks for the rest of the window (SettleLinger when shorter).
@@ -420,7 +472,7 @@ func (s *subscription) awaitOutstanding(d time.Duration) bool {
 	defer t.Stop()
 	for {
 		s.mu.Lock()
-		idle := s.free+s.reserved >= s.window
+		idle := s.free+s.reserved+s.deferred >= s.window
 		s.mu.Unlock()
 		if idle {
 			return true
@@ -438,8 +490,13 @@ func (s *subscription) awaitOutstanding(d time.Duration) bool {
 // growLocked doubles an adaptive window, up to maxWindow and to what the
 // byte bound holds at the recent message size, keeping the settlement
 // batch's share of it, and returns the new window (0 when it could not
-// grow). Called with s.mu held.
-func (s *subscription) growLocked() int {
+// grow). With deferSlots the new slots are not free until the batch
+// just received is settled (see deferred): a driver that settles the
+// whole window at once (SettleBatch) would otherwise receive them
+// while that batch is out, splitting the window into two parts that
+// then settle and refill apart, window after window (two receive calls
+// and two settlements where one of each does). Called with s.mu held.
+func (s *subscription) growLocked(deferSlots bool) int {
 	next := min(2*s.window, s.maxWindow)
 	if s.maxBytes > 0 && s.sizeGuess.Known() {
 		next = min(next, int(max(1, s.sizeGuess.Fit(s.maxBytes))))
@@ -448,9 +505,13 @@ func (s *subscription) growLocked() int {
 		return 0
 	}
 	s.flushAt = max(1, s.flushAt*next/s.window)
-	s.free += next - s.window
+	if deferSlots {
+		s.deferred += next - s.window
+	} else {
+		s.free += next - s.window
+		signal(s.slotFreed)
+	}
 	s.window = next
-	signal(s.slotFreed)
 	return next
 }
 
