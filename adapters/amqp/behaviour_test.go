@@ -626,3 +626,39 @@ func TestAdaptiveWindow(t *testing.T) {
 	relaytest.WindowGrows(t, openPub(t), sub, topic,
 		relaytest.WindowCase{N: 3100, Acked: 2000, Start: amqp.DefaultInFlight, Max: driver.DefaultMaxInFlight})
 }
+
+// TestAdaptiveWindowBoundsTheBroker: while an adaptive window has not
+// grown, the broker holds back what it does not cover: a handler that
+// acks nothing has DefaultInFlight deliveries unacked at the broker and
+// the rest of the backlog still ready in the queue, not the largest
+// window's worth pushed to the client.
+func TestAdaptiveWindowBoundsTheBroker(t *testing.T) {
+	c := newCleaner(t)
+	topic, group := unique("adaptive-held"), unique("g")
+	c.pair(topic, group)
+	const n = 600
+	sub := openSub(t, c, group)
+	relaytest.Provision(t, sub, topic)
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage(fmt.Appendf(nil, "m%d", i))
+	}
+	relaytest.Publish(t, openPub(t), topic, msgs...)
+	ch, cancel := relaytest.Subscribe(t, sub, topic)
+	defer cancel()
+	held := 0
+	for m := relaytest.Quiet(ch, time.Second); m != nil; m = relaytest.Quiet(ch, time.Second) {
+		held++
+	}
+	if held != amqp.DefaultInFlight {
+		t.Fatalf("%d messages delivered to a handler that acks none, want the starting window %d", held, amqp.DefaultInFlight)
+	}
+	q, err := rawChannel(t).QueueDeclarePassive(topic+"."+group, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := n - amqp.DefaultInFlight; q.Messages != want {
+		t.Fatalf("%d messages ready in the queue, want %d: the broker pushed %d deliveries for a window of %d",
+			q.Messages, want, n-q.Messages, amqp.DefaultInFlight)
+	}
+}

@@ -74,7 +74,7 @@ func (r *receiver) setup(ctx context.Context) error {
 	r.mu.Lock()
 	prefetch := r.window
 	r.mu.Unlock()
-	if err := sup.rpc(ctx, conn, func() error { return ch.Qos(prefetch, 0, r.d.adaptive) }); err != nil {
+	if err := sup.rpc(ctx, conn, func() error { return r.d.prefetch(ch, prefetch) }); err != nil {
 		return fail(fmt.Errorf("relay/amqp: setting prefetch: %w", err))
 	}
 	tag := "relay-" + relay.NewID()
@@ -96,8 +96,8 @@ func (r *receiver) setup(ctx context.Context) error {
 }
 
 // WindowGrew implements driver.WindowFollower: the consuming channel's
-// prefetch count (the channel's limit: see subDriver.adaptive) follows the
-// grown window, and so does the next channel's.
+// limit (see subDriver.prefetch) follows the grown window, and so does
+// the next channel's.
 func (r *receiver) WindowGrew(ctx context.Context, window int) error {
 	r.mu.Lock()
 	r.window = window
@@ -110,7 +110,7 @@ func (r *receiver) WindowGrew(ctx context.Context, window int) error {
 	if err != nil {
 		return err
 	}
-	return r.d.sup.rpc(ctx, conn, func() error { return ch.Qos(window, 0, true) })
+	return r.d.sup.rpc(ctx, conn, func() error { return ch.Qos(r.d.channelLimit(window), 0, true) })
 }
 
 // lost drops the consuming channel of generation gen; its unacked messages

@@ -75,23 +75,19 @@ func NewSubscriber(ctx context.Context, cfg Config) (*Subscriber, error) {
 	if cfg.QueueType != QueueClassic {
 		maxWindow = window // see subDriver.adaptive
 	}
-	d.window, d.adaptive = window, maxWindow > window
+	d.window, d.maxWindow, d.adaptive = window, maxWindow, maxWindow > window
 	s := driver.NewSubscriber(d, driver.Options{InFlight: window, MaxInFlight: maxWindow, InFlightBytes: cfg.InFlightBytes, Logger: cfg.Logger, Group: cfg.Group})
 	return &Subscriber{sharedSubscriber: s, d: d}, nil
 }
 
 type subDriver struct {
 	cfg Config
-	// window is where every subscription's window (and prefetch) starts.
-	window int
+	// window is where every subscription's window (and prefetch) starts;
+	// maxWindow is how far an adaptive one grows.
+	window, maxWindow int
 	// adaptive: the window grows (inflight= unset, a classic queue), and
-	// the prefetch count with it. The prefetch is then the channel's limit
-	// (global, in RabbitMQ's terms; the channel carries the subscription's
-	// one consumer), which RabbitMQ applies at once when it changes, where
-	// a per-consumer limit holds only for consumers started after it. A
-	// fixed window keeps the per-consumer limit, which RabbitMQ checks
-	// faster (see docs/perf/defaults.md). Quorum queues have no channel
-	// limit, so their window stays fixed.
+	// the broker's limit with it (see prefetch). Quorum queues have no
+	// channel limit, so their window stays fixed.
 	adaptive bool
 	sup      *supervisor
 	names    names
@@ -275,3 +271,34 @@ func (d *subDriver) Assignment(topic string) (relay.Assignment, error) {
 
 // Health implements relay.HealthChecker: nil while connected.
 func (d *subDriver) Health() error { return d.sup.health() }
+
+// prefetch sets the limits of a consuming channel whose subscription's
+// window is window, before its consumer starts. A fixed window is the
+// consumer's prefetch count. An adaptive one needs a limit RabbitMQ
+// applies at once when it changes, where a consumer's count holds only
+// for consumers started after it: the channel's limit (global, in
+// RabbitMQ's terms; the channel carries the subscription's one consumer).
+// RabbitMQ checks that limit more slowly than a consumer's (a tenth of
+// the consume rate, see docs/perf/defaults.md), so it is only there
+// while the window grows: the consumer's count is the largest window,
+// and the channel's limit, the current window, is lifted once the
+// window reached the largest (see channelLimit and receiver.WindowGrew).
+func (d *subDriver) prefetch(ch *amqp091.Channel, window int) error {
+	if !d.adaptive {
+		return ch.Qos(window, 0, false)
+	}
+	if err := ch.Qos(d.maxWindow, 0, false); err != nil {
+		return err
+	}
+	return ch.Qos(d.channelLimit(window), 0, true)
+}
+
+// channelLimit is the channel's prefetch limit of an adaptive window:
+// the window, and none (0) once it is the largest, where the consumer's
+// own count holds it.
+func (d *subDriver) channelLimit(window int) int {
+	if window >= d.maxWindow {
+		return 0
+	}
+	return window
+}
