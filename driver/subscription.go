@@ -265,7 +265,7 @@ func (s *subscription) receiveLoop(perCall int, alone bool) {
 			}
 			if wait := maxFillWait - time.Since(filling); wait > 0 {
 				s.mu.Unlock()
-				if !s.awaitSlot(wait) {
+				if !s.awaitSlots(wait, func() bool { return !s.partialLocked() }) {
 					return
 				}
 				continue
@@ -436,20 +436,6 @@ func (s *subscription) partialLocked() bool {
 // wait; a handler that acks is much sooner. A variable for tests only.
 var maxFillWait = 20 * time.Millisecond
 
-// awaitSlot waits up to d for a window slot to be freed. It returns false
-// when the subscription ends first.
-func (s *subscription) awaitSlot(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-s.ctx.Done():
-		return false
-	case <-s.slotFreed:
-	case <-t.C:
-	}
-	return true
-}
-
 // maxProbeWait bounds how long the receive loop waits, after the call
 // that probed the message size, for the probed message to be settled
 // before it asks for the rest of the window (SettleLinger when shorter).
@@ -468,13 +454,20 @@ var maxProbeWait = time.Millisecond
 // slot is free or reserved by a Receive call). It returns false when the
 // subscription ends first.
 func (s *subscription) awaitOutstanding(d time.Duration) bool {
+	return s.awaitSlots(d, func() bool { return s.free+s.reserved+s.deferred >= s.window })
+}
+
+// awaitSlots waits up to d until ready, called with s.mu held, reports
+// true: it is asked at once and each time window slots are freed. It
+// returns false when the subscription ends first.
+func (s *subscription) awaitSlots(d time.Duration, ready func() bool) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
 		s.mu.Lock()
-		idle := s.free+s.reserved+s.deferred >= s.window
+		ok := ready()
 		s.mu.Unlock()
-		if idle {
+		if ok {
 			return true
 		}
 		select {
