@@ -149,10 +149,8 @@ func (s *subscription) flushLoop(finish <-chan struct{}, done chan<- struct{}) {
 			clear(batch) // drop the handles
 			s.mu.Lock()
 			s.free += held
-			if s.deferred > 0 && s.unsettled.len() == 0 && len(s.pending) == 0 {
-				s.free += s.deferred
-				s.deferred = 0
-			}
+			s.free += s.deferred // the grown slots: see growLocked
+			s.deferred = 0
 			if s.spare == nil && cap(batch) <= 2*s.window {
 				s.spare = batch[:0]
 			}

@@ -51,7 +51,7 @@ type subscription struct {
 	reserved  int       // slots reserved by Receive calls in progress
 	flushAt   int       // pending settlements that trigger a flush without lingering
 	held      int       // slots held by pending settlements, freed once they are flushed
-	deferred  int       // slots the window grew by while its batch was out (see growLocked), freed by the flush that leaves nothing unsettled
+	deferred  int       // slots the window grew by while its batch was out (see growLocked), freed by the next flush
 	bytes     int64     // bytes of the delivered, unsettled messages
 	maxBytes  int64     // Options.InFlightBytes; <= 0: no byte bound
 	sizeGuess SizeGuess // of recent batches, for sizing a Receive
@@ -426,7 +426,7 @@ func (s *subscription) receiveLoop(perCall int, alone bool) {
 // more receive calls and settlements, each costing the broker a claim,
 // a pull or a commit. Called with s.mu held.
 func (s *subscription) partialLocked() bool {
-	return s.flushAt >= s.window && s.free < s.window/2 && (s.unsettled.len() > 0 || s.held > 0)
+	return s.flushAt >= s.window && s.free < (s.window-s.deferred)/2 && (s.unsettled.len() > 0 || s.held > 0)
 }
 
 // maxFillWait bounds how long a receive loop waits for half a
@@ -483,12 +483,13 @@ func (s *subscription) awaitSlots(d time.Duration, ready func() bool) bool {
 // growLocked doubles an adaptive window, up to maxWindow and to what the
 // byte bound holds at the recent message size, keeping the settlement
 // batch's share of it, and returns the new window (0 when it could not
-// grow). With deferSlots the new slots are not free until the batch
-// just received is settled (see deferred): a driver that settles the
-// whole window at once (SettleBatch) would otherwise receive them
-// while that batch is out, splitting the window into two parts that
-// then settle and refill apart, window after window (two receive calls
-// and two settlements where one of each does). Called with s.mu held.
+// grow). With deferSlots the new slots are not free until the next
+// flush, which a handler that keeps up makes once it settled the batch
+// just received (see deferred): a driver that settles the whole window
+// at once (SettleBatch) would otherwise receive them while that batch
+// is out, splitting the window into two parts that then settle and
+// refill apart, window after window (two receive calls and two
+// settlements where one of each does). Called with s.mu held.
 func (s *subscription) growLocked(deferSlots bool) int {
 	next := min(2*s.window, s.maxWindow)
 	if s.maxBytes > 0 && s.sizeGuess.Known() {
