@@ -662,3 +662,53 @@ func TestAdaptiveWindowBoundsTheBroker(t *testing.T) {
 			q.Messages, want, n-q.Messages, amqp.DefaultInFlight)
 	}
 }
+
+// TestAdaptiveWindowWithoutChannelLimit: a broker that refuses a
+// channel's prefetch limit (RabbitMQ 4.3 and later by default) closes the
+// channel; the subscription opens another with the consumer's own count
+// at its window and consumes the whole backlog, each message once.
+func TestAdaptiveWindowWithoutChannelLimit(t *testing.T) {
+	refused := 0
+	var mu sync.Mutex
+	defer amqp.SetQosGlobal(func(ch *amqp091.Channel, _ int) error {
+		mu.Lock()
+		refused++
+		mu.Unlock()
+		_ = ch.Close() // as the broker does with a method it refuses
+		return &amqp091.Error{Code: amqp091.InternalError, Server: true, Reason: "INTERNAL_ERROR - Feature `global_qos` is deprecated"}
+	})()
+	c := newCleaner(t)
+	topic, group := unique("no-global"), unique("g")
+	c.pair(topic, group)
+	const n = 500
+	sub := openSub(t, c, group)
+	relaytest.Provision(t, sub, topic)
+	msgs := make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage(fmt.Appendf(nil, "m%d", i))
+	}
+	relaytest.Publish(t, openPub(t), topic, msgs...)
+	ch, cancel := relaytest.Subscribe(t, sub, topic)
+	defer cancel()
+	seen := map[string]bool{}
+	for i := range n {
+		m := relaytest.Next(t, ch, fmt.Sprintf("message %d", i))
+		if seen[m.ID] {
+			t.Fatalf("message %s delivered twice", m.ID)
+		}
+		seen[m.ID] = true
+		if err := m.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range msgs {
+		if !seen[m.ID] {
+			t.Fatalf("message %s not delivered", m.ID)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if refused != 1 {
+		t.Errorf("the channel limit was asked for %d times, want once (then never again)", refused)
+	}
+}

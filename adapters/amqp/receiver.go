@@ -103,14 +103,14 @@ func (r *receiver) WindowGrew(ctx context.Context, window int) error {
 	r.window = window
 	ch := r.ch
 	r.mu.Unlock()
-	if ch == nil {
+	if ch == nil || r.d.noChannelLimit.Load() {
 		return nil // the next channel's setup uses it
 	}
 	conn, _, err := r.d.sup.get(ctx)
 	if err != nil {
 		return err
 	}
-	return r.d.sup.rpc(ctx, conn, func() error { return ch.Qos(r.d.channelLimit(window), 0, true) })
+	return r.d.sup.rpc(ctx, conn, func() error { return r.d.setChannelLimit(ch, window) })
 }
 
 // lost drops the consuming channel of generation gen; its unacked messages

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -89,10 +90,14 @@ type subDriver struct {
 	// the broker's limit with it (see prefetch). Quorum queues have no
 	// channel limit, so their window stays fixed.
 	adaptive bool
-	sup      *supervisor
-	names    names
-	caps     relay.Capabilities
-	log      *slog.Logger
+	// noChannelLimit: the broker refused a channel's prefetch limit
+	// (RabbitMQ 4.3 and later deny global QoS unless
+	// deprecated_features.permit.global_qos is set; see prefetch).
+	noChannelLimit atomic.Bool
+	sup            *supervisor
+	names          names
+	caps           relay.Capabilities
+	log            *slog.Logger
 
 	// requeued remembers the next attempt of messages requeued with
 	// basic.nack on a classic queue (nack_mode=requeue, or a republish
@@ -283,14 +288,42 @@ func (d *subDriver) Health() error { return d.sup.health() }
 // while the window grows: the consumer's count is the largest window,
 // and the channel's limit, the current window, is lifted once the
 // window reached the largest (see channelLimit and receiver.WindowGrew).
+//
+// A broker that refuses the channel's limit closes the channel: prefetch
+// returns that error, and from then on every channel of d takes the
+// consumer's count at the window it has (the window's growth reaches
+// the broker with the next channel only).
 func (d *subDriver) prefetch(ch *amqp091.Channel, window int) error {
-	if !d.adaptive {
+	if !d.adaptive || d.noChannelLimit.Load() || window >= d.maxWindow {
 		return ch.Qos(window, 0, false)
 	}
 	if err := ch.Qos(d.maxWindow, 0, false); err != nil {
 		return err
 	}
-	return ch.Qos(d.channelLimit(window), 0, true)
+	return d.setChannelLimit(ch, window)
+}
+
+// setChannelLimit sets the channel limit of an adaptive window (see
+// prefetch), noting a broker that refuses it.
+func (d *subDriver) setChannelLimit(ch *amqp091.Channel, window int) error {
+	err := qosGlobal(ch, d.channelLimit(window))
+	var e *amqp091.Error
+	if errors.As(err, &e) && e.Server && refusalCodes[e.Code] && !d.noChannelLimit.Swap(true) {
+		d.log.Warn("relay/amqp: the broker refuses a channel prefetch limit (global QoS, denied by default since RabbitMQ 4.3): "+
+			"the window grows only as channels are opened again; set inflight= for a fixed window, or permit the feature on the broker", "err", err)
+	}
+	return err
+}
+
+// qosGlobal sets a channel's (global) prefetch count. A variable for
+// tests only.
+var qosGlobal = func(ch *amqp091.Channel, count int) error { return ch.Qos(count, 0, true) }
+
+// refusalCodes are the channel-close codes with which a broker refuses a
+// method it does not allow.
+var refusalCodes = map[int]bool{
+	amqp091.NotImplemented: true, amqp091.InternalError: true, amqp091.NotAllowed: true,
+	amqp091.AccessRefused: true, amqp091.PreconditionFailed: true,
 }
 
 // channelLimit is the channel's prefetch limit of an adaptive window:
