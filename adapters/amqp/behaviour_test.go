@@ -633,19 +633,8 @@ func TestAdaptiveWindow(t *testing.T) {
 // the rest of the backlog still ready in the queue, not the largest
 // window's worth pushed to the client.
 func TestAdaptiveWindowBoundsTheBroker(t *testing.T) {
-	c := newCleaner(t)
-	topic, group := unique("adaptive-held"), unique("g")
-	c.pair(topic, group)
 	const n = 600
-	sub := openSub(t, c, group)
-	relaytest.Provision(t, sub, topic)
-	msgs := make([]*relay.Message, n)
-	for i := range msgs {
-		msgs[i] = relay.NewMessage(fmt.Appendf(nil, "m%d", i))
-	}
-	relaytest.Publish(t, openPub(t), topic, msgs...)
-	ch, cancel := relaytest.Subscribe(t, sub, topic)
-	defer cancel()
+	topic, group, _, ch := subscribedBacklog(t, "adaptive-held", n)
 	held := 0
 	for m := relaytest.Quiet(ch, time.Second); m != nil; m = relaytest.Quiet(ch, time.Second) {
 		held++
@@ -677,19 +666,8 @@ func TestAdaptiveWindowWithoutChannelLimit(t *testing.T) {
 		_ = ch.Close() // as the broker does with a method it refuses
 		return &amqp091.Error{Code: amqp091.InternalError, Server: true, Reason: "INTERNAL_ERROR - Feature `global_qos` is deprecated"}
 	})()
-	c := newCleaner(t)
-	topic, group := unique("no-global"), unique("g")
-	c.pair(topic, group)
 	const n = 500
-	sub := openSub(t, c, group)
-	relaytest.Provision(t, sub, topic)
-	msgs := make([]*relay.Message, n)
-	for i := range msgs {
-		msgs[i] = relay.NewMessage(fmt.Appendf(nil, "m%d", i))
-	}
-	relaytest.Publish(t, openPub(t), topic, msgs...)
-	ch, cancel := relaytest.Subscribe(t, sub, topic)
-	defer cancel()
+	_, _, msgs, ch := subscribedBacklog(t, "no-global", n)
 	seen := map[string]bool{}
 	for i := range n {
 		m := relaytest.Next(t, ch, fmt.Sprintf("message %d", i))
@@ -711,4 +689,24 @@ func TestAdaptiveWindowWithoutChannelLimit(t *testing.T) {
 	if refused != 1 {
 		t.Errorf("the channel limit was asked for %d times, want once (then never again)", refused)
 	}
+}
+
+// subscribedBacklog publishes n messages to a new topic, provisioned for
+// a new group whose subscriber (at the defaults: an adaptive window) is
+// then subscribed; the subscription ends with t.
+func subscribedBacklog(t *testing.T, prefix string, n int) (topic, group string, msgs []*relay.Message, ch <-chan *relay.Message) {
+	t.Helper()
+	c := newCleaner(t)
+	topic, group = unique(prefix), unique("g")
+	c.pair(topic, group)
+	sub := openSub(t, c, group)
+	relaytest.Provision(t, sub, topic)
+	msgs = make([]*relay.Message, n)
+	for i := range msgs {
+		msgs[i] = relay.NewMessage(fmt.Appendf(nil, "m%d", i))
+	}
+	relaytest.Publish(t, openPub(t), topic, msgs...)
+	ch, cancel := relaytest.Subscribe(t, sub, topic)
+	t.Cleanup(cancel)
+	return topic, group, msgs, ch
 }
