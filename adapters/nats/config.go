@@ -17,8 +17,8 @@ const (
 	DefaultFetchWait       = time.Second
 	DefaultDuplicateWindow = 2 * time.Minute
 	// DefaultMaxAckPending is the least max_ack_pending of a consumer the
-	// adapter creates (JetStream's own default); the default is
-	// InFlight × MembersPerGroup when that is more.
+	// adapter creates (JetStream's own default); the default is the
+	// largest window × MembersPerGroup when that is more.
 	DefaultMaxAckPending = 1000
 	// MembersPerGroup is how many subscribers of a group, each with the
 	// same window, a consumer created with the default max_ack_pending
@@ -98,7 +98,9 @@ type SubscriberConfig struct {
 	MaxDeliver int
 	// MaxAckPending bounds the unacknowledged messages of the whole group
 	// (max_ack_pending=). Applies when the adapter creates the consumer.
-	// Default InFlight × MembersPerGroup, at least DefaultMaxAckPending.
+	// Default InFlight × MembersPerGroup (an adaptive window counts as
+	// driver.DefaultMaxInFlight, what it may grow to), at least
+	// DefaultMaxAckPending.
 	// A subscription's window is capped at half the consumer's
 	// max_ack_pending (with a warning), so that one member cannot hold the
 	// whole group's allowance.

@@ -37,9 +37,9 @@
 // free window slots and hands out each message as it arrives; the request
 // expires after fetch_wait and the next asks for what is free then (see
 // docs/nats.md). A subscription's window is at most half the consumer's
-// max_ack_pending, which relay sets to inflight × MembersPerGroup (at least
-// 1000) when it creates the consumer. Acks are +ACK, Nack is -NAK (the
-// group gets the message at once), NackAfter(d) is -NAK with delay d, held
+// max_ack_pending, which relay sets to the largest window × MembersPerGroup
+// (at least 1000) when it creates the consumer. Acks are +ACK, Nack is
+// -NAK (the group gets the message at once), NackAfter(d) is -NAK with delay d, held
 // by the server even if the subscription or the process ends. Messages in
 // work have their ack_wait lease reset (+WPI) every ack_wait/3. When a
 // subscription ends, its unsettled messages are -NAKed so the group gets

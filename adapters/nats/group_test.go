@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-relay/relay"
 	relaynats "github.com/go-relay/relay/adapters/nats"
+	"github.com/go-relay/relay/driver"
 )
 
 // groupDeadline bounds the group tests. What they check takes well under a
@@ -259,4 +260,38 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The consumer the adapter creates for an adaptive window (inflight unset)
+// leaves every one of MembersPerGroup members room for the largest window,
+// so a member's window grows to driver.DefaultMaxInFlight instead of
+// stopping at half of JetStream's default 1000; a fixed window is planned
+// for as it is (and at least DefaultMaxAckPending).
+func TestCreatedConsumerFitsTheWindows(t *testing.T) {
+	t.Parallel()
+	_, js := rawJS(t)
+	for _, tc := range []struct {
+		inflight []string
+		want     int
+	}{
+		{nil, driver.DefaultMaxInFlight * relaynats.MembersPerGroup},
+		{[]string{"inflight", "100"}, relaynats.DefaultMaxAckPending},
+		{[]string{"inflight", "300"}, 300 * relaynats.MembersPerGroup},
+	} {
+		topic, group := newName("fit."), newName("g")
+		deleteStream(t, js, relaynats.StreamName(topic))
+		sub := openSub(t, group, tc.inflight...)
+		ctx, cancel := context.WithTimeout(context.Background(), groupDeadline)
+		if _, err := sub.Subscribe(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+		info, err := js.Consumer(ctx, relaynats.StreamName(topic), relaynats.ConsumerName(group))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.CachedInfo().Config.MaxAckPending; got != tc.want {
+			t.Errorf("%v: the created consumer's max_ack_pending is %d, want %d", tc.inflight, got, tc.want)
+		}
+		cancel()
+	}
 }

@@ -19,7 +19,7 @@ import (
 func (c *SubscriberConfig) defaults() {
 	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = max(DefaultMaxAckPending, cmp.Or(c.InFlight, DefaultInFlight)*MembersPerGroup)
+		c.MaxAckPending = max(DefaultMaxAckPending, cmp.Or(c.InFlight, driver.DefaultMaxInFlight)*MembersPerGroup)
 	}
 	c.FetchWait = cmp.Or(c.FetchWait, DefaultFetchWait)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
