@@ -3,11 +3,13 @@ package kafka_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/go-relay/relay"
@@ -222,4 +224,51 @@ func TestDelayedMoversRebalance(t *testing.T) {
 		dups += k - 1
 	}
 	t.Logf("%d messages, %d repeated deliveries across the rebalances", n, dups)
+}
+
+// The delay mover commits its bucket partitions up to the records it has
+// moved, so that the next owner of a partition (after a restart or a
+// rebalance) does not move them again: once every delayed message has
+// arrived, the mover group's committed offsets reach the bucket's end.
+func TestDelayMoverCommitsWhatItMoved(t *testing.T) {
+	c := newCluster(t)
+	topic, group := unique("delaycommit"), unique("g")
+	pub := relaytest.OpenPublisher(t, c.url())
+	const n = 5
+	var msgs []*relay.Message
+	for i := range n {
+		m := relay.NewMessage(fmt.Appendf(nil, "m%d", i))
+		m.DeliverAt = time.Now().Add(300 * time.Millisecond)
+		msgs = append(msgs, m)
+	}
+	relaytest.Publish(t, pub, topic, msgs...)
+	bucket := topic + kafka.DelayTopicInfix + "0s"
+	ends, err := c.admin(t).ListEndOffsets(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, total := map[int32]int64{}, int64(0)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+			total += o.Offset
+		}
+	})
+	if total != n {
+		t.Fatalf("bucket %s holds %d records (%v), want %d", bucket, total, want, n)
+	}
+
+	sub := relaytest.OpenSubscriber(t, c.subURL(group))
+	ch, _ := relaytest.Subscribe(t, sub, topic)
+	for range n {
+		_ = recv(t, ch).Ack()
+	}
+	var got map[int32]int64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		got = c.committed(t, "relay-delay-mover."+topic, bucket)
+		if maps.Equal(got, want) {
+			return
+		}
+	}
+	t.Fatalf("the delay mover committed %v on %s, want the bucket's end %v", got, bucket, want)
 }

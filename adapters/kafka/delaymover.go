@@ -41,7 +41,7 @@ type mover struct {
 	mu    sync.Mutex
 	parts map[tp]*moverPart
 	held  heldHeap
-	seq   uint64 // orders held records of one time, and numbers partition states
+	seq   uint64 // orders held records of one time
 	// out are the records routed under mu, produced by Move after it lets
 	// go of mu (Produce may block while the client's buffer is full, and
 	// the promises that free it take mu).
@@ -58,26 +58,25 @@ type tp struct {
 	part  int32
 }
 
-// moverPart is the state of one assigned bucket partition.
+// moverPart is the state of one assigned bucket partition: the records
+// polled and not routed yet, and a partState of those routed (acked once
+// their produce succeeded, or at once when skipped), whose settled prefix
+// is what the mover commits. A new assignment makes a new moverPart, so
+// promises for an earlier one (compared by pointer) are ignored.
 type moverPart struct {
-	gen       uint64         // unique per assignment of the partition: promises for an earlier one the partition is revoked: late promises are ignored
-	queue     []*kgo.Record  // polled, not routed yet
-	taken     []int64        // offsets routed, in order, not yet settled ...
-	settled   map[int64]bool // ... of which these are acknowledged
-	next      int64          // offset after the last record polled
-	committed int64          // last offset committed (-1: none)
-	paused    bool
+	*partState
+	queue []*kgo.Record // polled, not routed yet
+	next  int64         // offset after the last record polled
 }
 
 // heldItem is a record waiting in memory for its due time (or for a
 // retry after a failed produce).
 type heldItem struct {
-	rec *kgo.Record
-	at  time.Time // when to route it again
-	seq uint64    // ties in order of arrival
-	tp  tp
-	gen uint64
-	off int64
+	rec  *kgo.Record
+	at   time.Time // when to route it again
+	seq  uint64    // ties in order of arrival
+	tp   tp
+	part *moverPart // the assignment it was polled under
 }
 
 type heldHeap []*heldItem
@@ -181,8 +180,7 @@ func (mv *mover) Move(ctx context.Context) (time.Duration, error) {
 func (mv *mover) partLocked(k tp) *moverPart {
 	ps := mv.parts[k]
 	if ps == nil {
-		mv.seq++
-		ps = &moverPart{gen: mv.seq, settled: map[int64]bool{}, committed: -1, next: -1}
+		ps = &moverPart{partState: newPartState(k.part), next: -1}
 		mv.parts[k] = ps
 	}
 	return ps
@@ -209,8 +207,8 @@ func (mv *mover) routeLocked(now time.Time) (wake time.Time) {
 			if !good || target != mv.target {
 				// Not a record of ours: skip it, so it does not block the partition.
 				mv.log.Warn("relay/kafka: delay mover skips a record without valid delay headers", "topic", k.topic, "partition", k.part, "offset", r.Offset)
-				ps.taken = append(ps.taken, r.Offset)
-				ps.settled[r.Offset] = true
+				ps.add(r.Offset, r.LeaderEpoch, 1)
+				ps.ack(r.Offset)
 				ps.queue = ps.queue[1:]
 				continue
 			}
@@ -219,9 +217,9 @@ func (mv *mover) routeLocked(now time.Time) (wake time.Time) {
 				wake = minTime(wake, now.Add(10*time.Millisecond))
 				break
 			}
-			ps.taken = append(ps.taken, r.Offset)
+			ps.add(r.Offset, r.LeaderEpoch, 1)
 			ps.queue = ps.queue[1:]
-			mv.dispatchLocked(&heldItem{rec: r, at: due, tp: k, gen: ps.gen, off: r.Offset}, now)
+			mv.dispatchLocked(&heldItem{rec: r, at: due, tp: k, part: ps}, now)
 		}
 		switch {
 		case len(ps.queue) > 0 && !ps.paused:
@@ -275,8 +273,7 @@ func (mv *mover) dispatchLocked(it *heldItem, now time.Time) {
 func (mv *mover) produced(it *heldItem, err error) {
 	mv.mu.Lock()
 	defer mv.mu.Unlock()
-	ps := mv.parts[it.tp]
-	if ps == nil || ps.gen != it.gen {
+	if mv.parts[it.tp] != it.part {
 		return // revoked meanwhile: the next owner moves it again
 	}
 	if err != nil {
@@ -288,7 +285,7 @@ func (mv *mover) produced(it *heldItem, err error) {
 		}
 		return
 	}
-	ps.settled[it.off] = true
+	it.part.ack(it.rec.Offset)
 }
 
 // commitsLocked advances each partition (of only, when not nil) past its
@@ -299,14 +296,10 @@ func (mv *mover) commitsLocked(only map[string][]int32) map[string]map[int32]kgo
 		if only != nil && !containsPart(only[k.topic], k.part) {
 			continue
 		}
-		for len(ps.taken) > 0 && ps.settled[ps.taken[0]] {
-			delete(ps.settled, ps.taken[0])
-			ps.taken = ps.taken[1:]
-		}
 		at := ps.next
 		switch {
-		case len(ps.taken) > 0:
-			at = ps.taken[0]
+		case ps.pending() > 0:
+			at = ps.entries[ps.head].offset // the oldest unsettled
 		case len(ps.queue) > 0:
 			at = ps.queue[0].Offset
 		}

@@ -14,8 +14,9 @@ import (
 //
 // A partState lives from the first record polled after an assignment to
 // the revocation of the partition; handles of an older partState are
-// stale and their settlement is ignored. Not safe for concurrent use (the
-// receiver's mutex guards it).
+// stale and their settlement is ignored. A delay mover tracks its routed
+// records the same way. Not safe for concurrent use (the owner's mutex
+// guards it).
 type partState struct {
 	part    int32
 	entries []entry // outstanding records; entries[head:] are live
